@@ -1,0 +1,35 @@
+"""One ASGI app: Django (views, admin), the `calvin` MCP server at /mcp, websockets at /ws/."""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "calvin.settings")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from calvin.routing import websocket_urlpatterns  # noqa: E402
+from tools.server import build_http_app  # noqa: E402
+
+mcp_app, mcp_starlette = build_http_app()
+
+
+async def http_app(scope, receive, send):
+    path = scope["path"]
+    if path == "/mcp" or path.startswith("/mcp/"):
+        return await mcp_app(scope, receive, send)
+    return await django_app(scope, receive, send)
+
+
+application = ProtocolTypeRouter(
+    {
+        "http": http_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # The MCP SDK's session manager runs inside the Starlette app's lifespan.
+        "lifespan": mcp_starlette,
+    }
+)

@@ -1,0 +1,61 @@
+"""Calvin's own chat channel: the thread is the Message table, delivery is a websocket push."""
+
+from django.db import transaction
+
+from calvin.dashboard.events import thread_broadcast
+from sessions.models import Message
+
+
+class WebChannel:
+    def _deliver(self, *, tool_call_id: int, fields: dict) -> dict:
+        with transaction.atomic():
+            message, _ = Message.objects.get_or_create(tool_call_id=tool_call_id, defaults=fields)
+        # Pushed again on a retry too: pages de-duplicate by message id.
+        thread_broadcast(message_id=message.id)
+        return {"message_id": message.id}
+
+    def post_message(self, *, thread, text: str, tool_call_id: int, author: str = Message.Author.AGENT) -> dict:
+        return self._deliver(
+            tool_call_id=tool_call_id,
+            fields={"thread": thread, "kind": Message.Kind.TEXT, "author": author, "text": text},
+        )
+
+    def post_card(self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int) -> dict:
+        return self._deliver(
+            tool_call_id=tool_call_id,
+            fields={
+                "thread": thread,
+                "kind": Message.Kind.CARD,
+                "author": Message.Author.AGENT,
+                "text": fallback_text,
+                "card": items,
+                "blocks": blocks,
+            },
+        )
+
+    def upload_file(
+        self,
+        *,
+        thread,
+        stored_name: str,
+        file_name: str,
+        title: str,
+        comment: str,
+        alt_text: str,
+        content_type: str,
+        tool_call_id: int,
+    ) -> dict:
+        return self._deliver(
+            tool_call_id=tool_call_id,
+            fields={
+                "thread": thread,
+                "kind": Message.Kind.FILE,
+                "author": Message.Author.AGENT,
+                "text": comment,
+                "file": stored_name,
+                "file_name": file_name,
+                "file_title": title,
+                "file_alt_text": alt_text,
+                "content_type": content_type,
+            },
+        )

@@ -1,0 +1,85 @@
+"""The dashboard and the web channel: thin views over selectors and services."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from calvin.dashboard.forms import ReplyForm, StartThreadForm
+from calvin.dashboard.selectors import (
+    member_in,
+    memberships_of,
+    recent_tool_calls_for,
+    thread_for,
+    threads_visible_to,
+)
+from sessions.models import Message
+from sessions.services import message_post_by_person, session_start
+
+
+@login_required
+def home(request):
+    memberships = list(memberships_of(request.user))
+    return render(
+        request,
+        "dashboard/home.html",
+        {
+            "threads": threads_visible_to(request.user)[:50],
+            "tool_calls": recent_tool_calls_for(request.user),
+            "form": StartThreadForm(memberships=memberships),
+            "memberships": memberships,
+        },
+    )
+
+
+@login_required
+@require_POST
+def thread_start(request):
+    form = StartThreadForm(request.POST, memberships=memberships_of(request.user))
+    if not form.is_valid():
+        return HttpResponseBadRequest("Choose one of your workspaces and write what the agent should do.")
+    member = member_in(request.user, form.cleaned_data["workspace"])
+    session = session_start(workspace=member.workspace, owner=member, prompt=form.cleaned_data["prompt"])
+    return redirect("dashboard:thread", thread_id=session.thread_id)
+
+
+@login_required
+def thread_detail(request, thread_id: int):
+    thread = thread_for(request.user, thread_id)
+    return render(
+        request,
+        "chat/thread.html",
+        {"thread": thread, "messages": thread.messages.select_related("member"), "form": ReplyForm()},
+    )
+
+
+@login_required
+@require_POST
+def thread_reply(request, thread_id: int):
+    thread = thread_for(request.user, thread_id)
+    form = ReplyForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("A reply needs text (at most 40,000 characters).")
+    message_post_by_person(
+        thread=thread, member=member_in(request.user, thread.workspace_id), text=form.cleaned_data["text"]
+    )
+    return redirect("dashboard:thread", thread_id=thread.id)
+
+
+@login_required
+def message_file(request, thread_id: int, message_id: int):
+    thread = thread_for(request.user, thread_id)
+    message = get_object_or_404(Message, id=message_id, thread=thread, kind=Message.Kind.FILE)
+    try:
+        handle = message.file.open("rb")
+    except FileNotFoundError:
+        raise Http404("file no longer stored") from None
+    response = FileResponse(
+        handle,
+        content_type=message.content_type or "application/octet-stream",
+        as_attachment=not message.is_inline_image,
+        filename=message.file_name,
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response

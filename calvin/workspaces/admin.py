@@ -1,0 +1,45 @@
+from django.contrib import admin
+
+from calvin.workspaces.models import Agent, Member, Quota, Repository, Workspace
+
+
+class MemberInline(admin.TabularInline):
+    model = Member
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "slack_team_id", "created_at"]
+    search_fields = ["name", "slug", "slack_team_id"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MemberInline]
+
+
+@admin.register(Member)
+class MemberAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "workspace", "role", "user", "slack_user_id", "created_at"]
+    list_filter = ["role", "workspace"]
+    search_fields = ["display_name", "slack_user_id", "user__username", "user__email"]
+    autocomplete_fields = ["user", "workspace"]
+
+
+@admin.register(Repository)
+class RepositoryAdmin(admin.ModelAdmin):
+    list_display = ["full_name", "name", "workspace", "default_branch", "published"]
+    list_filter = ["published", "workspace"]
+    search_fields = ["name", "full_name", "clone_url"]
+
+
+@admin.register(Quota)
+class QuotaAdmin(admin.ModelAdmin):
+    list_display = ["workspace", "concurrent_sessions", "tool_calls_per_day", "storage_mib"]
+    search_fields = ["workspace__name"]
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["name", "workspace", "cli_scope", "model", "created_at"]
+    list_filter = ["cli_scope", "model", "workspace"]
+    search_fields = ["name", "instructions"]

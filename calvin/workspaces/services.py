@@ -1,0 +1,51 @@
+"""Workspace state changes, including the demo workspace `manage.py up` prepares."""
+
+import secrets
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from calvin.workspaces.models import Member, Quota, Workspace
+
+DEMO_SLUG = "demo"
+DEMO_THREAD_TITLE = "Demo session"
+
+
+@transaction.atomic
+def workspace_create(*, name: str, slug: str, owner_user=None) -> Workspace:
+    workspace = Workspace.objects.create(name=name, slug=slug)
+    Quota.objects.create(workspace=workspace)
+    if owner_user is not None:
+        Member.objects.create(workspace=workspace, user=owner_user, role=Member.Role.OWNER)
+    return workspace
+
+
+@dataclass
+class Demo:
+    admin_username: str
+    admin_password: str | None  # None: the admin existed already
+    workspace: Workspace
+    session: object
+
+
+@transaction.atomic
+def demo_ensure() -> Demo:
+    """An admin login, a demo workspace and a demo session; creates only what is missing."""
+    from sessions.models import Session
+    from sessions.services import session_start
+
+    User = get_user_model()
+    password = None
+    admin = User.objects.filter(username="admin").first()
+    if admin is None:
+        password = secrets.token_urlsafe(12)
+        admin = User.objects.create_superuser("admin", "admin@localhost", password)
+    workspace = Workspace.objects.filter(slug=DEMO_SLUG).first() or workspace_create(
+        name="Demo", slug=DEMO_SLUG, owner_user=admin
+    )
+    owner = Member.objects.get_or_create(workspace=workspace, user=admin, defaults={"role": Member.Role.OWNER})[0]
+    session = Session.objects.filter(workspace=workspace, thread__title=DEMO_THREAD_TITLE).first() or session_start(
+        workspace=workspace, owner=owner, title=DEMO_THREAD_TITLE
+    )
+    return Demo(admin_username=admin.username, admin_password=password, workspace=workspace, session=session)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SecretsVaultConfig(AppConfig):
+    name = "secrets_vault"
+    verbose_name = "Secrets"

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class AgentSessionsConfig(AppConfig):
+    # django.contrib.sessions already owns the label "sessions".
+    name = "sessions"
+    label = "agent_sessions"
+    verbose_name = "Agent sessions"

@@ -1,0 +1,194 @@
+"""Threads, the sessions that live in them, the runners that run them, and the transcript."""
+
+from django.db import models
+from django.db.models import Q
+
+
+class Thread(models.Model):
+    class ChannelKind(models.TextChoices):
+        WEB = "web"
+        SLACK = "slack"
+
+    workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="threads")
+    channel_kind = models.CharField(max_length=10, choices=ChannelKind.choices, default=ChannelKind.WEB)
+    # Slack: channel id and the root message's ts. Web: "web" and a generated key.
+    channel_id = models.CharField(max_length=64)
+    thread_ts = models.CharField(max_length=64)
+    title = models.CharField(max_length=200, blank=True, default="")
+    started_by = models.ForeignKey(
+        "workspaces.Member", null=True, blank=True, on_delete=models.SET_NULL, related_name="threads"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "channel_kind", "channel_id", "thread_ts"],
+                name="thread_unique_platform_ids",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.title or f"{self.channel_kind}:{self.channel_id}/{self.thread_ts}"
+
+
+class Session(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        IDLE = "idle"
+        FINISHED = "finished"
+        FAILED = "failed"
+
+    class PermissionMode(models.TextChoices):
+        DEFAULT = "default"
+        ACCEPT_EDITS = "acceptEdits"
+        PLAN = "plan"
+        BYPASS = "bypassPermissions"
+
+    workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="sessions")
+    agent = models.ForeignKey(
+        "workspaces.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions"
+    )
+    thread = models.OneToOneField(Thread, on_delete=models.CASCADE, related_name="session")
+    owner = models.ForeignKey(
+        "workspaces.Member", null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions"
+    )
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    permission_mode = models.CharField(max_length=20, choices=PermissionMode.choices, default=PermissionMode.DEFAULT)
+    model = models.CharField(max_length=20, default="default")
+    directory = models.CharField(max_length=500, help_text="The session directory on the runner's host.")
+    branch = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["workspace", "status"])]
+
+    def __str__(self) -> str:
+        return f"Session {self.pk} ({self.status})"
+
+
+class Turn(models.Model):
+    """One prompt for the agent; runners claim queued turns."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    prompt = models.ForeignKey("Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    runner = models.ForeignKey("Runner", null=True, blank=True, on_delete=models.SET_NULL, related_name="turns")
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"Turn {self.pk} ({self.status})"
+
+
+class Runner(models.Model):
+    """One generation of the process that runs a session's agent.
+
+    The bearer token the agent presents to /mcp belongs to one generation and is
+    stored only as a digest. A restart is a new generation, so per-runner counts
+    start again from zero.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runners")
+    host = models.CharField(max_length=200, default="localhost")
+    generation = models.PositiveIntegerField()
+    token_digest = models.CharField(max_length=64, unique=True)
+    token_hint = models.CharField(max_length=12, help_text="First characters of the token, for recognising it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "generation"], name="runner_unique_generation"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Runner {self.session_id}.{self.generation} on {self.host}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class RunnerCount(models.Model):
+    """How many times one runner generation has used a limited tool."""
+
+    runner = models.ForeignKey(Runner, on_delete=models.CASCADE, related_name="counts")
+    tool = models.CharField(max_length=40)
+    used = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["runner", "tool"], name="runnercount_unique_tool"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool}: {self.used}"
+
+
+class Message(models.Model):
+    """The thread's transcript. Its id is the message id the agent sees."""
+
+    class Kind(models.TextChoices):
+        TEXT = "text"
+        FILE = "file"
+        CARD = "card"
+        SYSTEM = "system"
+
+    class Author(models.TextChoices):
+        PERSON = "person"
+        AGENT = "agent"
+        SYSTEM = "system"
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TEXT)
+    author = models.CharField(max_length=10, choices=Author.choices)
+    member = models.ForeignKey(
+        "workspaces.Member", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    text = models.TextField(blank=True, default="")
+    # Card: the validated spec (web rendering) and its Block Kit rendering (Slack).
+    card = models.JSONField(null=True, blank=True)
+    blocks = models.JSONField(null=True, blank=True)
+    file = models.FileField(upload_to="thread-files/%Y/%m/%d", blank=True)
+    file_name = models.CharField(max_length=255, blank=True, default="")
+    file_title = models.CharField(max_length=200, blank=True, default="")
+    file_alt_text = models.CharField(max_length=1000, blank=True, default="")
+    content_type = models.CharField(max_length=100, blank=True, default="")
+    # The tool call this message is the effect of: at most one message per call.
+    tool_call = models.OneToOneField(
+        "tools.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="message"
+    )
+    platform_ts = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["thread", "id"])]
+        constraints = [
+            models.CheckConstraint(condition=~Q(kind="file") | ~Q(file=""), name="message_file_kind_has_file")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.pk}"
+
+    INLINE_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+    @property
+    def is_inline_image(self) -> bool:
+        return self.content_type in self.INLINE_IMAGE_TYPES

@@ -1,0 +1,86 @@
+"""State changes of threads, sessions and runners."""
+
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from sessions.models import Message, Runner, Session, Thread, Turn
+from sessions.tokens import token_digest, token_new
+
+
+def session_directory_for(session_id: int) -> str:
+    return str(Path(settings.CALVIN_SESSIONS_DIR) / f"session-{session_id}")
+
+
+@transaction.atomic
+def session_start(
+    *,
+    workspace,
+    owner=None,
+    title: str = "",
+    prompt: str = "",
+    channel_kind: str = Thread.ChannelKind.WEB,
+    channel_id: str = "web",
+    thread_ts: str | None = None,
+    agent=None,
+    permission_mode: str = Session.PermissionMode.DEFAULT,
+) -> Session:
+    """A new thread with its session, and the first turn when there is a prompt."""
+    thread = Thread.objects.create(
+        workspace=workspace,
+        channel_kind=channel_kind,
+        channel_id=channel_id,
+        thread_ts=thread_ts or uuid.uuid4().hex,
+        title=title[:200] or prompt[:80],
+        started_by=owner,
+    )
+    session = Session.objects.create(
+        workspace=workspace, thread=thread, owner=owner, agent=agent, permission_mode=permission_mode
+    )
+    session.directory = session_directory_for(session.id)
+    session.save(update_fields=["directory"])
+    Path(session.directory).mkdir(parents=True, exist_ok=True)
+    if prompt:
+        message_post_by_person(thread=thread, member=owner, text=prompt)
+    return session
+
+
+@transaction.atomic
+def message_post_by_person(*, thread: Thread, member, text: str) -> Message:
+    """A person's message becomes a queued turn; it is never dropped while the agent is busy."""
+    from calvin.dashboard.events import thread_broadcast
+
+    message = Message.objects.create(
+        thread=thread, kind=Message.Kind.TEXT, author=Message.Author.PERSON, member=member, text=text
+    )
+    Turn.objects.create(session=thread.session, prompt=message)
+    transaction.on_commit(lambda: thread_broadcast(message_id=message.id))
+    return message
+
+
+@transaction.atomic
+def runner_start(*, session: Session, host: str = "localhost") -> tuple[Runner, str]:
+    """A new runner generation for the session; earlier generations' tokens are revoked.
+
+    Returns the runner and its token, which is not stored and cannot be shown again.
+    """
+    Session.objects.select_for_update().filter(id=session.id).first()  # serialise generations
+    latest = session.runners.aggregate(latest=Max("generation"))["latest"] or 0
+    session.runners.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+    token = token_new()
+    runner = Runner.objects.create(
+        session=session,
+        host=host,
+        generation=latest + 1,
+        token_digest=token_digest(token),
+        token_hint=token[:10],
+    )
+    return runner, token
+
+
+def runner_revoke(*, runner: Runner) -> bool:
+    return Runner.objects.filter(id=runner.id, revoked_at__isnull=True).update(revoked_at=timezone.now()) == 1

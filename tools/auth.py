@@ -1,0 +1,65 @@
+"""ASGI middleware in front of /mcp: a valid runner token or 401, before any tool runs."""
+
+import json
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from tools.caller import Caller, caller_for_token
+
+SCOPE_KEY = "calvin.caller"
+
+
+def _resolve(token: str) -> Caller | None:
+    close_old_connections()
+    return caller_for_token(token)
+
+
+resolve_token = sync_to_async(_resolve, thread_sensitive=False)
+
+
+def _bearer(scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+            return None
+    return None
+
+
+async def _unauthorized(send, detail: str) -> None:
+    body = json.dumps({"error": "unauthorized", "detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="calvin"'),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class RunnerTokenAuth:
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        token = _bearer(scope)
+        if token is None:
+            return await _unauthorized(send, "missing bearer token")
+        caller = await resolve_token(token)
+        if caller is None:
+            return await _unauthorized(send, "unknown or revoked token")
+        await self.app({**scope, SCOPE_KEY: caller}, receive, send)
+
+
+def caller_from_context(ctx) -> Caller:
+    """The caller the middleware attached to this request's scope."""
+    return ctx.request_context.request.scope[SCOPE_KEY]

@@ -1,0 +1,83 @@
+"""Perform a claimed tool call's effect through the thread's chat adapter, exactly once."""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from calvin.chat import ChatPermanentError, ChatTemporaryError, chat_adapter_for
+from tools.models import ToolCall
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+
+
+def _perform(call: ToolCall) -> dict:
+    thread = call.session.thread
+    adapter = chat_adapter_for(thread)
+    payload = call.payload
+    if call.tool == "post_card":
+        return adapter.post_card(
+            thread=thread,
+            items=payload["items"],
+            blocks=payload["blocks"],
+            fallback_text=payload["text"],
+            tool_call_id=call.id,
+        )
+    if call.tool == "send_file":
+        args = call.arguments
+        return adapter.upload_file(
+            thread=thread,
+            stored_name=call.file.name,
+            file_name=payload["file_name"],
+            title=payload["title"],
+            comment=args.get("comment") or "",
+            alt_text=args.get("alt_text") or "",
+            content_type=payload["content_type"],
+            tool_call_id=call.id,
+        )
+    raise ChatPermanentError(f"no effect for tool {call.tool}")
+
+
+def tool_call_apply(*, tool_call_id: int) -> None:
+    """Run by the worker after it claimed the row (pending -> applying)."""
+    call = ToolCall.objects.select_related("session__thread").get(id=tool_call_id)
+    try:
+        platform_ids = _perform(call)
+    except ChatTemporaryError as exc:
+        if call.attempts >= MAX_ATTEMPTS:
+            tool_call_fail(tool_call_id=call.id, error=f"gave up after {call.attempts} attempts: {exc}")
+            return
+        # Back to pending so the retry (or the sweep) can claim it again.
+        ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(status=ToolCall.Status.PENDING)
+        raise
+    except Exception as exc:
+        log.exception("tool call %s failed", call.id)
+        error = str(exc) if isinstance(exc, ChatPermanentError) else "internal error"
+        tool_call_fail(tool_call_id=call.id, error=error)
+        return
+    ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(
+        status=ToolCall.Status.APPLIED, platform_ids=platform_ids, finished_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def tool_call_fail(*, tool_call_id: int, error: str) -> None:
+    """Mark it failed and say so in the thread, so neither the people nor the agent think it arrived."""
+    from sessions.models import Message
+
+    changed = ToolCall.objects.filter(id=tool_call_id, status=ToolCall.Status.APPLYING).update(
+        status=ToolCall.Status.FAILED, error=error, finished_at=timezone.now()
+    )
+    if changed:
+        call = ToolCall.objects.select_related("session").get(id=tool_call_id)
+        message = Message.objects.create(
+            thread_id=call.session.thread_id,
+            kind=Message.Kind.SYSTEM,
+            author=Message.Author.SYSTEM,
+            text=f"{call.tool} (call {call.id}) was not delivered: {error}",
+        )
+        from calvin.dashboard.events import thread_broadcast
+
+        transaction.on_commit(lambda: thread_broadcast(message_id=message.id))

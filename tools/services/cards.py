@@ -1,0 +1,33 @@
+"""post_card: check the whole spec, render it, count it, record it."""
+
+from django.db import transaction
+
+from tools.caller import Caller
+from tools.card_spec.blockkit import MAX_BLOCKS, card_blocks, card_fallback_text
+from tools.card_spec.layout import card_layout
+from tools.card_spec.models import CardSpec
+from tools.errors import ToolRefused
+from tools.limits import runner_take_slot
+from tools.services.common import refuse_secrets, secret_values_for, strings_in, tool_call_record
+
+
+def cards_post(*, caller: Caller, spec: CardSpec) -> dict:
+    items, problems = card_layout(spec)
+    blocks = card_blocks(items) if not problems else []
+    if len(blocks) > MAX_BLOCKS:
+        problems.append(f"at most {MAX_BLOCKS} Slack blocks (this card needs {len(blocks)})")
+    if problems:
+        raise ToolRefused("invalid card spec: " + "; ".join(problems))
+    arguments = spec.model_dump(mode="json")
+    values = secret_values_for(caller)
+    if values:
+        refuse_secrets(what="the card", values=values, content="\n".join(strings_in(arguments)))
+    with transaction.atomic():
+        runner_take_slot(runner_id=caller.runner_id, tool="post_card")
+        call = tool_call_record(
+            caller=caller,
+            tool="post_card",
+            arguments=arguments,
+            payload={"items": items, "blocks": blocks, "text": card_fallback_text(items)},
+        )
+    return {"tool_call_id": call.id, "status": call.status, "blocks": len(blocks)}

@@ -1,0 +1,51 @@
+"""What every tool service does: check outbound content for secrets, record the call."""
+
+from django.db import transaction
+
+from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
+from secrets_vault.services import SecretInContent, refuse_if_contains_secret, session_secret_values
+from tools.caller import Caller
+from tools.errors import ToolRefused
+from tools.models import ToolCall
+
+
+def secret_values_for(caller: Caller) -> list[str]:
+    try:
+        return session_secret_values(session_id=caller.session_id, workspace_id=caller.workspace_id)
+    except (VaultUnavailable, VaultCorrupt) as exc:
+        # Fail closed: content we cannot check for secrets is not sent.
+        raise ToolRefused(f"cannot check this content against the session's secrets: {exc}") from exc
+
+
+def refuse_secrets(*, what: str, values: list[str], content: str) -> None:
+    try:
+        refuse_if_contains_secret(values=values, content=content)
+    except SecretInContent:
+        raise ToolRefused(f"{what} contains the value of one of this session's secrets; nothing was sent") from None
+
+
+def strings_in(value) -> list[str]:
+    """Every string inside a JSON-like value, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*strings_in(k), *strings_in(v))]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in strings_in(v)]
+    return []
+
+
+def tool_call_record(*, caller: Caller, tool: str, arguments: dict, payload: dict, file_name: str = "") -> ToolCall:
+    """The outbox row; its effect task is enqueued when the transaction commits."""
+    from tools.tasks import apply_tool_call
+
+    call = ToolCall.objects.create(
+        session_id=caller.session_id,
+        runner_id=caller.runner_id,
+        tool=tool,
+        arguments=arguments,
+        payload=payload,
+        file=file_name,
+    )
+    transaction.on_commit(lambda: apply_tool_call.delay(call.id))
+    return call
