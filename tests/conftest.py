@@ -1,0 +1,145 @@
+"""Real components for every test: PostgreSQL, Redis, a Celery worker, uvicorn, the MCP SDK client."""
+
+import asyncio
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+import pytest
+import uvicorn
+from celery.contrib.testing.worker import start_worker
+from django.conf import settings
+from django.db import connection
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from calvin.celery import app as celery_app
+from calvin.workspaces.models import Member
+from calvin.workspaces.services import workspace_create
+from sessions.services import runner_start, session_start
+
+
+def pytest_configure(config):
+    assert not celery_app.conf.task_always_eager, "tests run a real Celery worker"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _real_services(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock():
+        assert connection.vendor == "postgresql", "run the tests with scripts/test (PostgreSQL and Redis)"
+    assert settings.CELERY_BROKER_URL.startswith("redis://"), "run the tests with scripts/test (Redis broker)"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker):
+    celery_app.control.purge()  # tasks left in the test queue by an aborted run
+    with django_db_blocker.unblock():
+        with start_worker(
+            celery_app,
+            pool="solo",
+            perform_ping_check=False,
+            shutdown_timeout=10,
+            queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
+        ) as worker:
+            yield worker
+
+
+@pytest.fixture(scope="session")
+def gateway(django_db_setup, django_db_blocker):
+    """uvicorn serving calvin.asgi on a free loopback port, as in production."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config("calvin.asgi:application", host="127.0.0.1", port=port, lifespan="on", log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    with django_db_blocker.unblock():
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@dataclass
+class Agent:
+    """One runner of one session, as an agent sees it: a token and a directory."""
+
+    session: object
+    runner: object
+    token: str
+    url: str
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.session.directory)
+
+    async def _call(self, tool: str, arguments: dict):
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"}, timeout=60) as http:
+            async with Client(streamable_http_client(self.url, http_client=http), mode="legacy") as client:
+                return await client.call_tool(tool, arguments)
+
+    def call(self, tool: str, arguments: dict):
+        return asyncio.run(self._call(tool, arguments))
+
+    def call_many(self, tool: str, arguments_list: list[dict]):
+        async def run_all():
+            return await asyncio.gather(*(self._call(tool, a) for a in arguments_list))
+
+        return asyncio.run(run_all())
+
+    def list_tools(self):
+        async def run():
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"}) as http:
+                async with Client(streamable_http_client(self.url, http_client=http), mode="legacy") as client:
+                    return (await client.list_tools()).tools
+
+        return asyncio.run(run())
+
+
+def text_of(result) -> str:
+    return "\n".join(part.text for part in result.content if getattr(part, "text", None))
+
+
+@pytest.fixture
+def workspace(django_user_model):
+    user = django_user_model.objects.create_user("owner", password="pw-owner-123")
+    return workspace_create(name="Acme", slug="acme", owner_user=user)
+
+
+@pytest.fixture
+def make_agent(gateway, workspace):
+    def make(ws=None) -> Agent:
+        ws = ws or workspace
+        session = session_start(workspace=ws, owner=Member.objects.filter(workspace=ws).first(), title="test")
+        runner, token = runner_start(session=session)
+        return Agent(session=session, runner=runner, token=token, url=f"{gateway}/mcp")
+
+    return make
+
+
+@pytest.fixture
+def agent(make_agent, celery_worker):
+    return make_agent()
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(interval)
