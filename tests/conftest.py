@@ -1,6 +1,7 @@
 """Real components for every test: PostgreSQL, Redis, a Celery worker, uvicorn, the MCP SDK client."""
 
 import asyncio
+import shutil
 import socket
 import threading
 import time
@@ -31,6 +32,16 @@ def _real_services(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         assert connection.vendor == "postgresql", "run the tests with scripts/test (PostgreSQL and Redis)"
     assert settings.CELERY_BROKER_URL.startswith("redis://"), "run the tests with scripts/test (Redis broker)"
+    # Session ids start again with a new test database: start from empty directories too.
+    for leftover in (settings.CALVIN_SESSIONS_DIR, settings.MEDIA_ROOT):
+        shutil.rmtree(leftover, ignore_errors=True)
+    yield
+    # Server and worker threads keep pooled connections; let the test database be dropped.
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 def free_port() -> int:

@@ -11,6 +11,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
         if not await database_sync_to_async(thread_visible_to)(self.scope["user"], thread_id):
+            # Closing before the handshake would answer a bare HTTP 403, and the page could not tell
+            # "not allowed" from "server down" (it would retry forever): accept, then close with 4403.
+            await self.accept()
             await self.close(code=4403)
             return
         self.group = thread_group(thread_id)

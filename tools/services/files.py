@@ -82,10 +82,11 @@ def files_send(
         _refuse(f"no file at {path}")
     except OSError as exc:
         _refuse(f"cannot open {path}: {exc.strerror}")
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        _refuse(f"{path} is not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            _refuse(f"{path} is not a regular file")
         if info.st_size == 0:
             _refuse(f"{path} is empty")
         if info.st_size > MAX_FILE_BYTES:

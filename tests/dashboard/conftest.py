@@ -1,0 +1,90 @@
+"""People in two workspaces, logged in through the real login form, and a card with every part."""
+
+import re
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from calvin.workspaces.models import Member
+from calvin.workspaces.services import workspace_create
+from sessions.services import session_start
+
+OWNER_PASSWORD = "pw-owner-123"  # the `workspace` fixture's owner (tests/conftest.py)
+STRANGER_PASSWORD = "pw-stranger-123"
+
+# A valid 1x1 PNG (one opaque red pixel).
+PNG_1X1 = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de"
+    "0000000c4944415408d763f8cfc000000301010018dd8db00000000049454e44ae426082"
+)
+
+CARD = {
+    "root": "card",
+    "elements": {
+        "card": {
+            "type": "Card",
+            "props": {"title": "Nightly build report"},
+            "children": ["intro", "branch", "duration", "table", "chart", "logs"],
+        },
+        "intro": {"type": "Text", "props": {"text": "All green except one flaky test."}},
+        "branch": {"type": "Field", "props": {"label": "Branch", "value": "release-7"}},
+        "duration": {"type": "Field", "props": {"label": "Duration", "value": "14m 02s"}},
+        "table": {
+            "type": "Table",
+            "props": {"columns": ["Suite", "Passed", "Failed"], "rows": [["api", 412, 0], ["web", 198, 1]]},
+        },
+        "chart": {
+            "type": "Chart",
+            "props": {
+                "kind": "bar",
+                "title": "Minutes per suite",
+                "series": [{"name": "minutes", "points": [{"label": "api", "value": 9}, {"label": "web", "value": 5}]}],
+            },
+        },
+        "logs": {"type": "Button", "props": {"label": "Open the logs", "url": "https://ci.example.com/runs/4711"}},
+    },
+}
+
+
+@pytest.fixture
+def owner_member(workspace):
+    return Member.objects.select_related("user").get(workspace=workspace, user__username="owner")
+
+
+@pytest.fixture
+def other_workspace(django_user_model):
+    """Another tenant: "stranger" is its owner and no member of the `workspace` fixture's Acme."""
+    user = django_user_model.objects.create_user("stranger", password=STRANGER_PASSWORD)
+    return workspace_create(name="Globex", slug="globex", owner_user=user)
+
+
+@pytest.fixture
+def stranger_member(other_workspace):
+    return Member.objects.select_related("user").get(workspace=other_workspace, user__username="stranger")
+
+
+@pytest.fixture
+def foreign_session(other_workspace, stranger_member):
+    return session_start(workspace=other_workspace, owner=stranger_member, prompt="Globex secret plan")
+
+
+def login_cookie(base_url: str, username: str, password: str) -> str:
+    """Log in through the real login form over HTTP; returns the `sessionid` cookie's value."""
+    with httpx.Client(base_url=base_url, timeout=10) as http:
+        page = http.get("/accounts/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        response = http.post(
+            "/accounts/login/",
+            data={"username": username, "password": password, "csrfmiddlewaretoken": token},
+        )
+        assert response.status_code == 302, response.text
+        assert response.headers["location"] == "/"
+        return http.cookies["sessionid"]
+
+
+def ws_connect(base_url: str, thread_id: int, *, sessionid: str | None = None, origin: str | None = None):
+    """A real websocket client for a thread page's live feed."""
+    url = base_url.replace("http://", "ws://", 1) + f"/ws/threads/{thread_id}/"
+    headers = {"Cookie": f"sessionid={sessionid}"} if sessionid else {}
+    return connect(url, origin=origin or base_url, additional_headers=headers, open_timeout=10, close_timeout=2)
