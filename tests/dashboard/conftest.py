@@ -1,9 +1,11 @@
 """People in two workspaces, logged in through the real login form, and a card with every part."""
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from playwright.sync_api import sync_playwright
 from websockets.sync.client import connect
 
 from calvin.workspaces.models import Member
@@ -88,3 +90,35 @@ def ws_connect(base_url: str, thread_id: int, *, sessionid: str | None = None, o
     url = base_url.replace("http://", "ws://", 1) + f"/ws/threads/{thread_id}/"
     headers = {"Cookie": f"sessionid={sessionid}"} if sessionid else {}
     return connect(url, origin=origin or base_url, additional_headers=headers, open_timeout=10, close_timeout=2)
+
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def page(monkeypatch):
+    """A page in Debian's Chromium, driven by Playwright's sync API."""
+    # The sync API keeps an event loop running in this thread; the test's ORM calls are still synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def off_the_loop(fn, *args, **kwargs):
+    """Run fn in another thread: Playwright's loop in this one refuses `asyncio.run` (the MCP client)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(fn, *args, **kwargs).result(timeout=60)

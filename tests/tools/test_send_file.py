@@ -156,9 +156,7 @@ def test_more_than_100_mib_is_refused_and_exactly_100_mib_is_sent(agent):
     message.file.delete(save=False)
 
 
-@pytest.mark.parametrize(
-    ("argument", "limit"), [("comment", 3000), ("title", 200), ("alt_text", 1000)]
-)
+@pytest.mark.parametrize(("argument", "limit"), [("comment", 3000), ("title", 200), ("alt_text", 1000)])
 def test_text_arguments_have_the_seed_limits(agent, argument, limit):
     (agent.directory / "a.txt").write_text("a")
     refused(agent, {"path": "a.txt", argument: "x" * (limit + 1)}, f"at most {limit} characters")
@@ -236,6 +234,6 @@ def test_a_refused_call_leaves_no_stored_file(agent):
     for _ in range(50):
         agent.call("send_file", {"path": "f.txt"})
     stored_dir = f"tool-files/{agent.session.id}"
-    before = len(default_storage.listdir(stored_dir)[0])
-    agent.call("send_file", {"path": "f.txt"})
-    assert len(default_storage.listdir(stored_dir)[0]) == before == 50
+    before = len(default_storage.listdir(stored_dir)[1])
+    assert agent.call("send_file", {"path": "f.txt"}).is_error
+    assert len(default_storage.listdir(stored_dir)[1]) == before == 50
