@@ -21,6 +21,7 @@ from calvin.celery import app as celery_app
 from calvin.workspaces.models import Member
 from calvin.workspaces.services import workspace_create
 from sessions.services import runner_start, session_start
+from tools.models import ToolCall
 
 
 def pytest_configure(config):
@@ -142,7 +143,9 @@ def make_agent(gateway, workspace):
 
 @pytest.fixture
 def agent(make_agent, celery_worker):
-    return make_agent()
+    yield make_agent()
+    # Let the worker finish this test's effects before the tables are truncated under it.
+    wait_for(lambda: not ToolCall.objects.filter(status__in=["pending", "applying"]).exists(), timeout=30)
 
 
 def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02):

@@ -100,8 +100,9 @@ def files_send(
         handle.seek(0)
         content_type = _sniff(handle.read(16), real.name)
         handle.seek(0)
-        # Copied now (under a generated name; the real one travels in the payload), outside the transaction: the agent may change or delete the file
-        # before the worker runs, and a large copy must not hold the count row's lock.
+        # Copied now, under a generated name (the real one travels in the payload), and
+        # outside the transaction: the agent may change or delete the file before the
+        # worker runs, and a large copy must not hold the count row's lock.
         stored = default_storage.save(f"tool-files/{caller.session_id}/{uuid.uuid4().hex}", File(handle))
     arguments = {"path": path, "comment": comment, "title": title, "alt_text": alt_text}
     try:
