@@ -79,7 +79,8 @@ def _item(etype: str, props) -> Item:
             "rows": [[_cell(c) for c in row] for row in props.rows],
         }
     if etype == "Chart":
-        return {"kind": "chart", **props.model_dump(mode="json")}
+        chart = props.model_dump(mode="json")
+        return {"kind": "chart", "style": chart["kind"], "title": chart["title"], "series": chart["series"]}
     if etype == "Button":
         return {"kind": "button", "label": props.label, "url": str(props.url)}
     return {"kind": "divider"}

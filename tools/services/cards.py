@@ -10,6 +10,8 @@ from tools.errors import ToolRefused
 from tools.limits import runner_take_slot
 from tools.services.common import refuse_secrets, secret_values_for, strings_in, tool_call_record
 
+MAX_PROBLEMS_SHOWN = 30
+
 
 def cards_post(*, caller: Caller, spec: CardSpec) -> dict:
     items, problems = card_layout(spec)
@@ -17,7 +19,10 @@ def cards_post(*, caller: Caller, spec: CardSpec) -> dict:
     if len(blocks) > MAX_BLOCKS:
         problems.append(f"at most {MAX_BLOCKS} Slack blocks (this card needs {len(blocks)})")
     if problems:
-        raise ToolRefused("invalid card spec: " + "; ".join(problems))
+        shown = problems[:MAX_PROBLEMS_SHOWN]
+        if len(problems) > MAX_PROBLEMS_SHOWN:
+            shown.append(f"and {len(problems) - MAX_PROBLEMS_SHOWN} more problems")
+        raise ToolRefused("invalid card spec: " + "; ".join(shown))
     arguments = spec.model_dump(mode="json")
     values = secret_values_for(caller)
     if values:

@@ -63,4 +63,4 @@ def _lines(item) -> str:
 
 @register.simple_tag
 def chart_svg(item) -> str:
-    return mark_safe(_lines(item) if item.get("kind") == "line" else _bars(item))
+    return mark_safe(_lines(item) if item["style"] == "line" else _bars(item))

@@ -1,0 +1,307 @@
+"""post_card over real MCP: every problem refused with the full list, Block Kit kept, limits."""
+
+import pytest
+
+from secrets_vault.crypto import new_key
+from secrets_vault.services import secret_set
+from sessions.models import Message
+from tests.conftest import text_of, wait_for
+from tools.models import ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def card(*children: tuple[str, str, dict], title: str | None = "Report", extra: dict | None = None) -> dict:
+    """A spec whose root Card has the given (id, type, props) children."""
+    elements = {"root": {"type": "Card", "props": {"title": title} if title else {}, "children": []}}
+    for eid, etype, props in children:
+        elements[eid] = {"type": etype, "props": props}
+        elements["root"]["children"].append(eid)
+    elements.update(extra or {})
+    return {"root": "root", "elements": elements}
+
+
+def table(rows: int, columns: int = 2, header: bool = True) -> dict:
+    props = {"rows": [[f"r{r}c{c}" for c in range(columns)] for r in range(rows)]}
+    if header:
+        props["columns"] = [f"col{c}" for c in range(columns)]
+    return props
+
+
+def chart(series: int = 1, points: int = 3, title: str = "Latency", label: str = "p", name: str = "s") -> dict:
+    return {
+        "title": title,
+        "series": [
+            {"name": f"{name}{s}", "points": [{"label": f"{label}{p}", "value": p * 1.5} for p in range(points)]}
+            for s in range(series)
+        ],
+    }
+
+
+def refused(agent, spec: dict, *expected: str) -> str:
+    result = agent.call("post_card", {"spec": spec})
+    text = text_of(result)
+    assert result.is_error, text
+    assert "invalid card spec" in text or not expected, text
+    for piece in expected:
+        assert piece in text, f"{piece!r} not in {text!r}"
+    assert not ToolCall.objects.filter(session=agent.session).exists(), "a refused card leaves no row"
+    return text
+
+
+def posted(agent, spec: dict) -> Message:
+    result = agent.call("post_card", {"spec": spec})
+    assert not result.is_error, text_of(result)
+    call_id = result.structured_content["tool_call_id"]
+    wait_for(lambda: ToolCall.objects.get(id=call_id).status == ToolCall.Status.APPLIED)
+    return Message.objects.get(tool_call_id=call_id)
+
+
+PROBLEMS = [
+    pytest.param({"root": "nope", "elements": {}}, ["root: no element with id 'nope'"], id="missing-root"),
+    pytest.param(
+        {"root": "t", "elements": {"t": {"type": "Text", "props": {"text": "hi"}}}},
+        ["root: must be a Card (got Text)"],
+        id="root-not-card",
+    ),
+    pytest.param(card(("x", "Marquee", {})), ["elements.x: unknown type 'Marquee'"], id="unknown-type"),
+    pytest.param(card(("c2", "Card", {})), ["elements.c2 (Card): a Card can only be the root"], id="nested-card"),
+    pytest.param(
+        card(("b", "Button", {"label": "Deploy", "action": "deploy"})),
+        ["elements.b (Button): buttons are links only"],
+        id="button-action",
+    ),
+    pytest.param(
+        card(("b", "Button", {"label": "Deploy"})), ["elements.b (Button): buttons are links only"], id="button-no-url"
+    ),
+    pytest.param(
+        card(("b", "Button", {"label": "x", "url": "javascript:alert(1)"})),
+        ["elements.b (Button): url:"],
+        id="button-javascript-url",
+    ),
+    pytest.param(
+        card(("t", "Text", {"text": "a"}), extra={"u": {"type": "Divider", "props": {}}}),
+        ["elements not reachable from the root: u"],
+        id="unreachable",
+    ),
+    pytest.param(
+        {"root": "r", "elements": {"r": {"type": "Card", "children": ["gone"]}}},
+        ["elements.r (Card): child 'gone' is not an element"],
+        id="missing-child",
+    ),
+    pytest.param(
+        {
+            "root": "r",
+            "elements": {
+                "r": {"type": "Card", "children": ["t", "t"]},
+                "t": {"type": "Text", "props": {"text": "a"}},
+            },
+        },
+        ["child 't' appears more than once"],
+        id="duplicate-child",
+    ),
+    pytest.param(
+        {
+            "root": "r",
+            "elements": {
+                "r": {"type": "Card", "children": ["t"]},
+                "t": {"type": "Text", "props": {"text": "a"}, "children": ["r"]},
+            },
+        },
+        ["elements.t (Text): only a Card has children"],
+        id="children-on-text",
+    ),
+    pytest.param(
+        card(("t1", "Table", table(2)), ("t2", "Table", table(2))),
+        ["at most one table per card (got 2)"],
+        id="two-tables",
+    ),
+    pytest.param(
+        card(("t", "Table", table(100))),
+        ["elements.t (Table): at most 100 rows, the header row included (got 101)"],
+        id="table-101-rows",
+    ),
+    pytest.param(
+        card(("t", "Table", table(3, columns=21, header=False))),
+        ["elements.t (Table): at most 20 columns (got 21)"],
+        id="table-21-columns",
+    ),
+    pytest.param(
+        card(("t", "Table", {"columns": ["a", "b"], "rows": [["1", "2"], ["3"]]})),
+        ["elements.t (Table): every row needs 2 cells (rows 1 differ)"],
+        id="table-uneven",
+    ),
+    pytest.param(
+        card(("t", "Table", {"columns": ["a"], "rows": []})),
+        ["elements.t (Table): a table needs at least one row"],
+        id="table-empty",
+    ),
+    pytest.param(
+        card(*[(f"c{i}", "Chart", chart()) for i in range(3)]),
+        ["at most two charts per card (got 3)"],
+        id="three-charts",
+    ),
+    pytest.param(
+        card(("c", "Chart", chart(title="t" * 51))), ["elements.c (Chart): title: at most 50 characters"], id="title-51"
+    ),
+    pytest.param(
+        card(("c", "Chart", chart(series=13))),
+        ["elements.c (Chart): series: at most 12 items (got 13)"],
+        id="13-series",
+    ),
+    pytest.param(
+        card(("c", "Chart", chart(points=21))),
+        ["elements.c (Chart): series[0].points: at most 20 items (got 21)"],
+        id="21-points",
+    ),
+    pytest.param(
+        card(("c", "Chart", chart(label="l" * 20))),
+        ["elements.c (Chart): series[0].points[0].label: at most 20 characters"],
+        id="label-21",
+    ),
+    pytest.param(
+        card(("c", "Chart", chart(name="n" * 20))),
+        ["elements.c (Chart): series[0].name: at most 20 characters"],
+        id="series-name-21",
+    ),
+    pytest.param(
+        card(*[(f"f{i}", "Field", {"label": f"L{i}", "value": i}) for i in range(11)]),
+        ["at most 10 fields per card (got 11)"],
+        id="eleven-fields",
+    ),
+    pytest.param(
+        card(*[(f"d{i}", "Divider", {}) for i in range(50)]),
+        ["at most 50 Slack blocks (this card needs 51)"],
+        id="fifty-one-blocks",
+    ),
+    pytest.param(
+        card(("t", "Text", {"text": "x" * 3001})), ["elements.t (Text): text: at most 3000 characters"], id="text-3001"
+    ),
+    pytest.param(card(title=None), ["root: the card is empty"], id="empty"),
+    pytest.param(
+        card(("h", "Heading", {"text": "hi", "color": "red"})),
+        ["elements.h (Heading): color: unknown property"],
+        id="unknown-prop",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "expected"), PROBLEMS)
+def test_each_problem_is_refused_exactly(agent, spec, expected):
+    refused(agent, spec, *expected)
+
+
+def test_every_problem_is_listed_at_once(agent):
+    spec = card(
+        ("t1", "Table", table(2)),
+        ("t2", "Table", table(2)),
+        *[(f"f{i}", "Field", {"label": "k", "value": "v"}) for i in range(11)],
+        ("b", "Button", {"label": "go", "action": "x"}),
+        ("c", "Chart", chart(title="t" * 60)),
+    )
+    text = refused(
+        agent,
+        spec,
+        "at most one table per card (got 2)",
+        "at most 10 fields per card (got 11)",
+        "elements.b (Button): buttons are links only",
+        "elements.c (Chart): title: at most 50 characters",
+    )
+    assert text.count(";") >= 3
+
+
+def test_a_malformed_spec_is_refused_by_the_schema(agent):
+    result = agent.call("post_card", {"spec": {"root": "r", "elements": {"r": {"props": {}}}}})
+    assert result.is_error and "type" in text_of(result)
+    result = agent.call("post_card", {"spec": "not an object"})
+    assert result.is_error
+    assert not ToolCall.objects.exists()
+
+
+def test_a_full_card_is_kept_as_block_kit_and_shown_in_the_thread(agent):
+    spec = card(
+        ("h", "Heading", {"text": "Deploy 42"}),
+        ("t", "Text", {"text": "*All* checks passed"}),
+        ("f1", "Field", {"label": "Branch", "value": "main"}),
+        ("f2", "Field", {"label": "Duration", "value": 93}),
+        ("tb", "Table", {"columns": ["job", "time"], "rows": [["lint", "3s"], ["test", "80s"]]}),
+        ("c", "Chart", chart(series=2, points=3, title="Build times")),
+        ("d", "Divider", {}),
+        ("b1", "Button", {"label": "Open run", "url": "https://ci.example.com/run/42"}),
+        ("b2", "Button", {"label": "Diff", "url": "https://git.example.com/c/abc"}),
+    )
+    spec["state"] = {"run": 42}
+    message = posted(agent, spec)
+    blocks = message.blocks
+    assert [b["type"] for b in blocks] == [
+        "header",
+        "header",
+        "section",
+        "section",
+        "table",
+        "section",
+        "divider",
+        "actions",
+    ]
+    assert blocks[0]["text"] == {"type": "plain_text", "text": "Report", "emoji": True}
+    assert blocks[3]["fields"] == [
+        {"type": "mrkdwn", "text": "*Branch*\nmain"},
+        {"type": "mrkdwn", "text": "*Duration*\n93"},
+    ]
+    assert blocks[4]["rows"][0] == [{"type": "raw_text", "text": "job"}, {"type": "raw_text", "text": "time"}]
+    assert len(blocks[4]["rows"]) == 3
+    assert blocks[5]["text"]["text"].startswith("*Build times*\n```")
+    assert [e["url"] for e in blocks[7]["elements"]] == [
+        "https://ci.example.com/run/42",
+        "https://git.example.com/c/abc",
+    ]
+    assert all(e["type"] == "button" and "value" not in e for e in blocks[7]["elements"])
+    assert message.text == "Report"  # the notification fallback
+    assert message.thread_id == agent.session.thread_id
+    assert ToolCall.objects.get(id=message.tool_call_id).arguments["state"] == {"run": 42}
+
+
+def test_limits_at_the_boundary_are_accepted(agent):
+    spec = card(
+        ("t", "Table", table(99, columns=20)),
+        ("c1", "Chart", chart(series=12, points=20, title="t" * 50, label="l" * 18, name="n" * 18)),
+        ("c2", "Chart", chart()),
+        *[(f"f{i}", "Field", {"label": "k", "value": "v"}) for i in range(10)],
+    )
+    message = posted(agent, spec)
+    assert len(message.blocks) <= 50
+    table_block = next(b for b in message.blocks if b["type"] == "table")
+    assert len(table_block["rows"]) == 100 and len(table_block["rows"][0]) == 20
+
+
+def test_long_charts_split_into_sections_within_slack_limits(agent):
+    spec = card(("c", "Chart", chart(series=12, points=20, title="Wide")))
+    message = posted(agent, spec)
+    sections = [b for b in message.blocks if b["type"] == "section"]
+    assert len(sections) > 1
+    assert all(len(s["text"]["text"]) <= 3000 for s in sections)
+
+
+def test_fifty_cards_per_runner(agent):
+    spec = card(("t", "Text", {"text": "hi"}))
+    results = agent.call_many("post_card", [{"spec": spec}] * 55)
+    assert sum(not r.is_error for r in results) == 50
+    refusals = [text_of(r) for r in results if r.is_error]
+    assert len(refusals) == 5 and all("limit of 50 cards per runner reached" in t for t in refusals)
+
+
+def test_a_card_containing_a_secret_is_refused(agent, settings):
+    settings.SP_STORE_KEY = [new_key()]
+    secret_set(session=agent.session, name="DB_PASSWORD", value="pa55-w0rd-xyz")
+    spec = card(("f", "Field", {"label": "password", "value": "pa55-w0rd-xyz"}))
+    result = agent.call("post_card", {"spec": spec})
+    text = text_of(result)
+    assert result.is_error and "contains the value of one of this session's secrets" in text
+    assert "pa55-w0rd-xyz" not in text
+    assert not ToolCall.objects.exists()
+
+
+def test_a_very_long_problem_list_is_capped(agent):
+    spec = card(("c", "Chart", chart(series=12, points=20, label="l" * 30)))
+    text = refused(agent, spec, "series[0].points[0].label: at most 20 characters", "and 210 more problems")
+    assert text.count("at most 20 characters") == 30
