@@ -1,0 +1,111 @@
+"""The worker applies each call exactly once: retried tasks, dead workers, lost enqueues, failures."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from calvin.chat import ChatTemporaryError
+from calvin.chat.web import WebChannel
+from sessions.models import Message, Session, Thread
+from sessions.services import session_start
+from tests.conftest import wait_for
+from tools import effects
+from tools.models import ToolCall
+from tools.tasks import apply_tool_call, sweep_tool_calls
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CARD = {"root": "c", "elements": {"c": {"type": "Card", "props": {"title": "once"}}}}
+
+
+def applied(call_id: int) -> ToolCall:
+    return wait_for(lambda: ToolCall.objects.filter(id=call_id, status=ToolCall.Status.APPLIED).first())
+
+
+def post_card(agent) -> int:
+    result = agent.call("post_card", {"spec": CARD})
+    assert not result.is_error
+    return result.structured_content["tool_call_id"]
+
+
+def test_a_task_run_twice_posts_once(agent):
+    call_id = post_card(agent)
+    applied(call_id)
+    apply_tool_call.delay(call_id)  # a duplicate delivery, through the real worker
+    applied(post_card(agent))  # one solo worker, one queue: the duplicate ran before this
+    apply_tool_call.apply(args=[call_id])  # and once more, in this process
+    assert Message.objects.filter(tool_call_id=call_id).count() == 1
+    assert ToolCall.objects.get(id=call_id).attempts == 1
+
+
+def test_a_worker_killed_mid_task_is_recovered_by_the_sweep_without_a_second_post(agent):
+    call_id = post_card(agent)
+    call = applied(call_id)
+    # As if the worker died after posting but before marking the call applied.
+    ToolCall.objects.filter(id=call_id).update(
+        status=ToolCall.Status.APPLYING, claimed_at=timezone.now() - timedelta(minutes=5)
+    )
+    assert sweep_tool_calls.apply().get() == 0  # re-queued rows are young again: no burst
+    ToolCall.objects.filter(id=call_id).update(created_at=timezone.now() - timedelta(minutes=5))
+    assert sweep_tool_calls.apply().get() == 1
+    call = applied(call_id)
+    assert call.attempts == 2
+    assert Message.objects.filter(tool_call_id=call_id).count() == 1
+
+
+def test_a_lost_enqueue_is_picked_up_by_the_sweep(agent):
+    call = ToolCall.objects.create(
+        session=agent.session,
+        runner=agent.runner,
+        tool="post_card",
+        arguments={"spec": CARD},
+        payload={"items": [{"kind": "header", "text": "late"}], "blocks": [], "text": "late"},
+    )
+    ToolCall.objects.filter(id=call.id).update(created_at=timezone.now() - timedelta(minutes=1))
+    assert sweep_tool_calls.apply().get() == 1
+    applied(call.id)
+    assert Message.objects.get(tool_call_id=call.id).text == "late"
+
+
+def test_a_temporary_chat_failure_is_retried_and_posted_once(agent, monkeypatch):
+    real = WebChannel.post_card
+    failures = []
+
+    def flaky(self, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise ChatTemporaryError("429 Too Many Requests", retry_after=1)
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(WebChannel, "post_card", flaky)
+    call_id = post_card(agent)
+    call = wait_for(lambda: ToolCall.objects.filter(id=call_id, status="applied").first(), timeout=20)
+    assert call.attempts == 2 and failures == [1]
+    assert Message.objects.filter(tool_call_id=call_id).count() == 1
+
+
+def test_giving_up_marks_failed_and_says_so_in_the_thread(agent, monkeypatch):
+    def always_busy(self, **kwargs):
+        raise ChatTemporaryError("429 Too Many Requests")
+
+    monkeypatch.setattr(WebChannel, "post_card", always_busy)
+    monkeypatch.setattr(effects, "MAX_ATTEMPTS", 1)
+    call_id = post_card(agent)
+    call = wait_for(lambda: ToolCall.objects.filter(id=call_id, status="failed").first())
+    assert "gave up after 1 attempts: 429 Too Many Requests" in call.error
+    notice = Message.objects.get(thread=agent.session.thread, kind=Message.Kind.SYSTEM)
+    assert f"post_card (call {call_id}) was not delivered" in notice.text
+
+
+def test_a_thread_without_an_adapter_fails_visibly(agent, workspace):
+    session: Session = session_start(
+        workspace=workspace, channel_kind=Thread.ChannelKind.SLACK, channel_id="C123", thread_ts="1700000000.000100"
+    )
+    call = ToolCall.objects.create(
+        session=session, tool="post_card", payload={"items": [], "blocks": [], "text": "x"}, arguments={}
+    )
+    apply_tool_call.delay(call.id)
+    failed = wait_for(lambda: ToolCall.objects.filter(id=call.id, status="failed").first())
+    assert "no chat adapter for slack threads" in failed.error
+    assert Message.objects.filter(thread=session.thread, kind=Message.Kind.SYSTEM).exists()
