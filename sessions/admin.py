@@ -74,3 +74,14 @@ class MessageAdmin(admin.ModelAdmin):
     @admin.display(description="text")
     def short_text(self, obj):
         return obj.text[:80]
+
+
+@admin.register(RunnerCount)
+class RunnerCountAdmin(admin.ModelAdmin):
+    list_display = ["runner", "tool", "used"]
+    list_filter = ["tool"]
+    search_fields = ["tool", "runner__host"]
+    readonly_fields = ["runner", "tool", "used"]
+
+    def has_add_permission(self, request):
+        return False  # counts are taken by tool calls, never typed in

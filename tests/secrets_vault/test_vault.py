@@ -1,0 +1,70 @@
+"""Secrets: ciphertext only, bound to their place, rotated without loss, failing closed."""
+
+import pytest
+from django.core.management import call_command
+
+from secrets_vault import crypto
+from secrets_vault.models import Secret
+from secrets_vault.services import redact, secret_set, session_secret_values
+from sessions.services import session_start
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def session(workspace):
+    return session_start(workspace=workspace, title="vault")
+
+
+@pytest.fixture
+def key(settings):
+    settings.SP_STORE_KEY = [crypto.new_key()]
+    return settings.SP_STORE_KEY[0]
+
+
+def test_only_ciphertext_is_stored(session, key):
+    secret = secret_set(session=session, name="API_KEY", value="s3cr3t-value")
+    row = Secret.objects.get(id=secret.id)
+    assert b"s3cr3t-value" not in bytes(row.ciphertext)
+    assert session_secret_values(session_id=session.id, workspace_id=session.workspace_id) == ["s3cr3t-value"]
+
+
+def test_a_copied_row_does_not_decrypt_elsewhere(session, key, workspace):
+    secret = secret_set(session=session, name="API_KEY", value="s3cr3t-value")
+    other = session_start(workspace=workspace, title="other")
+    Secret.objects.create(
+        workspace=workspace, session=other, name="API_KEY", ciphertext=secret.ciphertext, key_id=secret.key_id
+    )
+    with pytest.raises(crypto.VaultCorrupt):
+        session_secret_values(session_id=other.id, workspace_id=workspace.id)
+    renamed = Secret.objects.get(id=secret.id)
+    renamed.name = "OTHER"
+    renamed.save()
+    with pytest.raises(crypto.VaultCorrupt):
+        session_secret_values(session_id=session.id, workspace_id=workspace.id)
+
+
+def test_no_key_means_no_vault(session, settings):
+    settings.SP_STORE_KEY = []
+    assert not crypto.vault_available()
+    with pytest.raises(crypto.VaultUnavailable):
+        secret_set(session=session, name="X", value="y")
+
+
+def test_rotation_reencrypts_under_the_new_first_key(session, key, settings):
+    secret_set(session=session, name="A", value="value-a")
+    new = crypto.new_key()
+    settings.SP_STORE_KEY = [new, key]
+    call_command("rotate_secrets")
+    settings.SP_STORE_KEY = [new]  # the old key can now be dropped
+    assert session_secret_values(session_id=session.id, workspace_id=session.workspace_id) == ["value-a"]
+
+
+def test_workspace_secrets_count_for_every_session(session, key, workspace):
+    key_id, ciphertext = crypto.encrypt(workspace_id=workspace.id, session_id=None, name="ORG", value="org-wide")
+    Secret.objects.create(workspace=workspace, name="ORG", key_id=key_id, ciphertext=ciphertext)
+    assert session_secret_values(session_id=session.id, workspace_id=workspace.id) == ["org-wide"]
+
+
+def test_redact_replaces_every_value_longest_first():
+    assert redact("a=abc123 b=abc", ["abc", "abc123"]) == "a=[redacted] b=[redacted]"

@@ -1,0 +1,54 @@
+"""tools/list: the seed's parameters and bounds, from the one parameter model."""
+
+import asyncio
+
+import pytest
+from mcp.client import Client
+
+from tools.availability import OFFERED, tool_offered
+from tools.server import build_server
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_send_file_schema(agent):
+    tools = {t.name: t for t in agent.list_tools()}
+    schema = tools["send_file"].input_schema
+    assert schema["required"] == ["path"]
+    props = schema["properties"]
+    assert set(props) == {"path", "comment", "title", "alt_text"}  # ctx is not a parameter
+    assert props["path"]["description"] == "Absolute, or relative to the session directory."
+
+    def bound(name):
+        return next(option["maxLength"] for option in props[name]["anyOf"] if "maxLength" in option)
+
+    assert (bound("comment"), bound("title"), bound("alt_text")) == (3000, 200, 1000)
+    assert "PNG, JPEG, GIF and WebP images render inline" in tools["send_file"].description
+
+
+def test_post_card_schema(agent):
+    tool = next(t for t in agent.list_tools() if t.name == "post_card")
+    schema = tool.input_schema
+    assert schema["required"] == ["spec"]
+    spec = schema["$defs"]["CardSpec"]
+    assert spec["required"] == ["root", "elements"]
+    assert spec["properties"]["root"]["description"] == "Id of the root element, a Card."
+    assert "state" in spec["properties"]
+    element = schema["$defs"]["CardElement"]
+    assert set(element["properties"]) == {"type", "props", "children"}
+    assert "An invalid spec is refused with the list of problems" in tool.description
+
+
+@pytest.mark.parametrize("mode", ["one-machine", "self-hosted", "hosted"])
+def test_send_file_and_post_card_are_offered_in_every_mode(mode):
+    async def names():
+        async with Client(build_server(mode)) as client:
+            return {t.name for t in (await client.list_tools()).tools}
+
+    assert asyncio.run(names()) == {"send_file", "post_card"}
+
+
+def test_availability_follows_the_seed_table():
+    assert not any(tool_offered(name, "one-machine") for name in OFFERED if name not in ("send_file", "post_card"))
+    assert all(tool_offered(name, "hosted") for name in OFFERED)
+    assert tool_offered("preview", "self-hosted")  # offered there, refused by the gateway
