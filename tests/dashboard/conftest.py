@@ -27,7 +27,7 @@ CARD = {
         "card": {
             "type": "Card",
             "props": {"title": "Nightly build report"},
-            "children": ["intro", "branch", "duration", "table", "chart", "logs"],
+            "children": ["intro", "branch", "duration", "table", "chart", "trend", "logs"],
         },
         "intro": {"type": "Text", "props": {"text": "All green except one flaky test."}},
         "branch": {"type": "Field", "props": {"label": "Branch", "value": "release-7"}},
@@ -44,9 +44,23 @@ CARD = {
                 "series": [{"name": "minutes", "points": [{"label": "api", "value": 9}, {"label": "web", "value": 5}]}],
             },
         },
+        "trend": {
+            "type": "Chart",
+            "props": {
+                "kind": "line",
+                "title": "Build minutes this week",
+                "series": [{"name": "total", "points": [{"label": "Mon", "value": 15}, {"label": "Tue", "value": 14}]}],
+            },
+        },
         "logs": {"type": "Button", "props": {"label": "Open the logs", "url": "https://ci.example.com/runs/4711"}},
     },
 }
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """PBKDF2's 1M rounds cost ~0.4 s per user and per login; these tests are not about hashing."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

@@ -52,15 +52,20 @@ def test_the_agents_card_and_image_appear_live_without_a_reload(gateway, celery_
     expect(card.locator("table.grid th")).to_have_text(["Suite", "Passed", "Failed"])
     expect(card.locator("table.grid tr").nth(1).locator("td")).to_have_text(["api", "412", "0"])
     expect(card.locator("table.grid tr").nth(2).locator("td")).to_have_text(["web", "198", "1"])
-    expect(card.locator(".fields > div")).to_have_text(["Branch release-7", "Duration 14m 02s"])
+    expect(card.locator(".fields > div")).to_have_text(["Branch release-7", "Duration 14m 02s"], use_inner_text=True)
+    expect(card.locator("figure figcaption")).to_have_text(["Minutes per suite", "Build minutes this week"])
+    expect(card.locator("figure svg rect")).to_have_count(2)
+    expect(card.locator("figure svg polyline")).to_have_count(1)
     button = card.locator("a.button")
     expect(button).to_have_text("Open the logs")
     expect(button).to_have_attribute("href", "https://ci.example.com/runs/4711")
 
-    image_message = Message.objects.get(thread_id=thread_id, kind=Message.Kind.FILE)
-    image = page.locator(f"#message-{image_message.id} img.inline")
-    expect(image).to_have_attribute("src", f"/threads/{thread_id}/files/{image_message.id}/")
+    file_message = page.locator("#messages .msg.agent[data-kind=file]")
+    expect(file_message).to_contain_text("Build time")
+    image = file_message.locator("img.inline")
     expect(image).to_have_attribute("alt", "Build time graph")
+    image_message = Message.objects.get(thread_id=thread_id, kind=Message.Kind.FILE)  # pushed after its commit
+    expect(image).to_have_attribute("src", f"/threads/{thread_id}/files/{image_message.id}/")
     # The browser fetched the file through the view and decoded it as the 1x1 PNG.
     page.wait_for_function("(img) => img.complete && img.naturalWidth === 1", arg=image.element_handle())
 

@@ -39,22 +39,26 @@ def test_a_member_receives_the_agents_card_live(gateway, agent):
     assert "All green except one flaky test." in html
     assert "<th>Suite</th>" in html and "<td>web</td>" in html and "<td>198</td>" in html
     assert "<strong>Branch</strong><br>release-7" in html
+    # Both charts as inline SVG: bars for the bar chart, a polyline for the line chart.
+    assert "<strong>Minutes per suite</strong>" in html and "<title>minutes: 9</title></rect>" in html
+    assert "<strong>Build minutes this week</strong>" in html and "<title>total</title></polyline>" in html
     assert 'href="https://ci.example.com/runs/4711"' in html and ">Open the logs</a>" in html
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="tools/card_spec/layout.py builds a chart item as {'kind': 'chart', **props}: the chart's own "
-    "`kind` (bar/line) overwrites 'chart', so neither the web thread nor Slack renders the chart",
+    reason="redis-py 8 reads with a 5 s socket_timeout by default and channels_redis blocks 5 s in BZPOPMIN: "
+    "every idle consumer dies with redis TimeoutError after 5 s (give the channel layer's host a longer "
+    "socket_timeout in calvin/settings.py)",
 )
-def test_the_cards_chart_is_rendered(gateway, agent):
+def test_an_idle_websocket_stays_open_and_still_gets_events(gateway, agent):
     sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
     with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
+        with pytest.raises(TimeoutError):  # nothing to say for longer than one of the layer's 5 s polls
+            ws.recv(timeout=6)
         result = agent.call("post_card", {"spec": CARD})
         assert not result.is_error, text_of(result)
-        html = next_event(ws)["html"]
-    assert "<strong>Minutes per suite</strong>" in html
-    assert "<svg" in html and "<title>minutes: 9</title>" in html
+        assert next_event(ws)["kind"] == "card"
 
 
 def test_a_person_from_another_workspace_is_refused_and_gets_no_events(gateway, agent, foreign_session):
