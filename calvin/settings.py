@@ -118,7 +118,9 @@ if REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [REDIS_URL],
+                # channels_redis polls with a 5 s blocking read; redis-py 8's default 5 s
+                # socket timeout would cut every idle websocket consumer off at 5 s.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
                 "prefix": env("CALVIN_CHANNEL_PREFIX", default="calvin"),
             },
         }

@@ -1,8 +1,11 @@
 """The dashboard and the web channel: thin views over selectors and services."""
 
+import asyncio
+
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpResponseBadRequest
+from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
 from calvin.dashboard.forms import ReplyForm, StartThreadForm
@@ -66,6 +69,15 @@ def thread_reply(request, thread_id: int):
     return redirect("dashboard:thread", thread_id=thread.id)
 
 
+async def _read_in_chunks(handle, size: int = 256 * 1024):
+    """An async body, so uvicorn streams a 100 MiB file instead of Django buffering it whole."""
+    try:
+        while chunk := await asyncio.to_thread(handle.read, size):
+            yield chunk
+    finally:
+        handle.close()
+
+
 @login_required
 def message_file(request, thread_id: int, message_id: int):
     thread = thread_for(request.user, thread_id)
@@ -74,11 +86,12 @@ def message_file(request, thread_id: int, message_id: int):
         handle = message.file.open("rb")
     except FileNotFoundError:
         raise Http404("file no longer stored") from None
-    response = FileResponse(
-        handle,
-        content_type=message.content_type or "application/octet-stream",
-        as_attachment=not message.is_inline_image,
-        filename=message.file_name,
+    response = StreamingHttpResponse(
+        _read_in_chunks(handle), content_type=message.content_type or "application/octet-stream"
+    )
+    response["Content-Length"] = str(message.file.size)
+    response["Content-Disposition"] = content_disposition_header(
+        as_attachment=not message.is_inline_image, filename=message.file_name
     )
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"

@@ -45,12 +45,6 @@ def test_a_member_receives_the_agents_card_live(gateway, agent):
     assert 'href="https://ci.example.com/runs/4711"' in html and ">Open the logs</a>" in html
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redis-py 8 reads with a 5 s socket_timeout by default and channels_redis blocks 5 s in BZPOPMIN: "
-    "every idle consumer dies with redis TimeoutError after 5 s (give the channel layer's host a longer "
-    "socket_timeout in calvin/settings.py)",
-)
 def test_an_idle_websocket_stays_open_and_still_gets_events(gateway, agent):
     sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
     with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:

@@ -1,5 +1,6 @@
 """The dashboard and web-channel views through Django's test client: login, tenancy, starting, replying, files."""
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,11 @@ def stored_files():
 
 
 def body_of(response) -> bytes:
-    # Reading it to the end closes it (and the file) through the test client's own wrapper.
-    return b"".join(response.streaming_content)
+    # The view streams an async body (uvicorn sends it chunk by chunk); read it to the end.
+    async def collect():
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return asyncio.run(collect())
 
 
 def test_every_page_needs_a_login(client, own_session, stored_files):
