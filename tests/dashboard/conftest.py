@@ -3,7 +3,7 @@
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
+import httpx2
 import pytest
 from playwright.sync_api import sync_playwright
 from websockets.sync.client import connect
@@ -87,7 +87,7 @@ def foreign_session(other_workspace, stranger_member):
 
 def login_cookie(base_url: str, username: str, password: str) -> str:
     """Log in through the real login form over HTTP; returns the `sessionid` cookie's value."""
-    with httpx.Client(base_url=base_url, timeout=10) as http:
+    with httpx2.Client(base_url=base_url, timeout=10) as http:
         page = http.get("/accounts/login/")
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
         response = http.post(
