@@ -173,7 +173,7 @@ def main(n: int) -> None:
         lambda: async_to_sync(layer.group_send)("thread.0", event),
         n,
     )
-    timed("effect: thread_broadcast (query + render + group_send)", lambda: thread_broadcast(message_id=message.id), n)
+    timed("effect: thread_broadcast (query + render + group_send)", lambda: thread_broadcast(message), n)
 
     pending = {}
 

@@ -91,7 +91,7 @@ DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'calvin.sqlite3'}"),
 }
 DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# No health-check query per request: close_old_connections() drops a connection after an error.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Web, worker and beat share one file in the embedded mode; wait rather than fail.
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
@@ -158,3 +158,5 @@ LOGGING = {
 # Where session directories live on a runner host (the embedded runner is this machine).
 CALVIN_SESSIONS_DIR = Path(env("CALVIN_SESSIONS_DIR", default=str(VAR_DIR / "sessions")))
 CALVIN_SERVE_STATIC = env.bool("CALVIN_SERVE_STATIC", default=True)
+# Celery's Django fixup closes the worker's DB connection around every task unless told to reuse it.
+CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)

@@ -8,8 +8,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from sessions.models import Message, Runner, Session, Thread, Turn
+from sessions.models import Message, Runner, RunnerCount, Session, Thread, Turn
 from sessions.tokens import token_digest, token_new
+from tools.limits import PER_RUNNER
 
 
 def session_directory_for(session_id: int) -> str:
@@ -58,7 +59,7 @@ def message_post_by_person(*, thread: Thread, member, text: str) -> Message:
         thread=thread, kind=Message.Kind.TEXT, author=Message.Author.PERSON, member=member, text=text
     )
     Turn.objects.create(session=thread.session, prompt=message)
-    transaction.on_commit(lambda: thread_broadcast(message_id=message.id))
+    transaction.on_commit(lambda: thread_broadcast(message))
     return message
 
 
@@ -79,6 +80,8 @@ def runner_start(*, session: Session, host: str = "localhost") -> tuple[Runner, 
         token_digest=token_digest(token),
         token_hint=token[:10],
     )
+    # Counter rows up front, so taking a slot is always one conditional UPDATE.
+    RunnerCount.objects.bulk_create([RunnerCount(runner=runner, tool=tool) for tool in PER_RUNNER])
     return runner, token
 
 

@@ -2,7 +2,10 @@
 
 from dataclasses import dataclass
 
-from sessions.models import Runner
+from django.db import connection
+
+from secrets_vault.models import Secret
+from sessions.models import Runner, Session
 from sessions.tokens import token_digest
 
 
@@ -14,20 +17,24 @@ class Caller:
     workspace_id: int
     session_directory: str
     permission_mode: str
+    # Whether outbound content must be checked against secrets at all.
+    has_secrets: bool
+
+
+# Every tool call starts here, so this is one hand-written, indexed query: the ORM's
+# query building cost more than the database's work (bench/profile_post_card.py).
+_CALLER_SQL = f"""
+SELECT r.id, r.session_id, s.thread_id, s.workspace_id, s.directory, s.permission_mode,
+       EXISTS (SELECT 1 FROM {Secret._meta.db_table} x
+               WHERE x.workspace_id = s.workspace_id AND (x.session_id = s.id OR x.session_id IS NULL))
+FROM {Runner._meta.db_table} r JOIN {Session._meta.db_table} s ON s.id = r.session_id
+WHERE r.token_digest = %s AND r.revoked_at IS NULL
+"""
 
 
 def caller_for_token(token: str) -> Caller | None:
-    """One indexed query; None for an unknown or revoked token."""
-    row = (
-        Runner.objects.filter(token_digest=token_digest(token), revoked_at__isnull=True)
-        .values_list(
-            "id",
-            "session_id",
-            "session__thread_id",
-            "session__workspace_id",
-            "session__directory",
-            "session__permission_mode",
-        )
-        .first()
-    )
+    """None for an unknown or revoked token."""
+    with connection.cursor() as cursor:
+        cursor.execute(_CALLER_SQL, [token_digest(token)])
+        row = cursor.fetchone()
     return Caller(*row) if row else None

@@ -80,4 +80,4 @@ def tool_call_fail(*, tool_call_id: int, error: str) -> None:
         )
         from calvin.dashboard.events import thread_broadcast
 
-        transaction.on_commit(lambda: thread_broadcast(message_id=message.id))
+        transaction.on_commit(lambda: thread_broadcast(message))

@@ -1,6 +1,6 @@
 """Calvin's own chat channel: the thread is the Message table, delivery is a websocket push."""
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from calvin.dashboard.events import thread_broadcast
 from sessions.models import Message
@@ -8,10 +8,14 @@ from sessions.models import Message
 
 class WebChannel:
     def _deliver(self, *, tool_call_id: int, fields: dict) -> dict:
-        with transaction.atomic():
-            message, _ = Message.objects.get_or_create(tool_call_id=tool_call_id, defaults=fields)
+        # Insert first (the usual case: one query); the unique tool_call decides on a retry.
+        try:
+            with transaction.atomic():
+                message = Message.objects.create(tool_call_id=tool_call_id, **fields)
+        except IntegrityError:
+            message = Message.objects.get(tool_call_id=tool_call_id)
         # Pushed again on a retry too: pages de-duplicate by message id.
-        thread_broadcast(message_id=message.id)
+        thread_broadcast(message)
         return {"message_id": message.id}
 
     def post_message(self, *, thread, text: str, tool_call_id: int, author: str = Message.Author.AGENT) -> dict:

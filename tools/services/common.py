@@ -10,6 +10,8 @@ from tools.models import ToolCall
 
 
 def secret_values_for(caller: Caller) -> list[str]:
+    if not caller.has_secrets:
+        return []
     try:
         return session_secret_values(session_id=caller.session_id, workspace_id=caller.workspace_id)
     except (VaultUnavailable, VaultCorrupt) as exc:
