@@ -1,13 +1,10 @@
 """post_card: check the whole spec, render it, count it, record it."""
 
-from django.db import transaction
-
 from tools.caller import Caller
 from tools.card_spec.blockkit import MAX_BLOCKS, card_blocks, card_fallback_text
 from tools.card_spec.layout import card_layout
 from tools.card_spec.models import CardSpec
 from tools.errors import ToolRefused
-from tools.limits import runner_take_slot
 from tools.services.common import refuse_secrets, secret_values_for, strings_in, tool_call_record
 
 MAX_PROBLEMS_SHOWN = 30
@@ -27,12 +24,10 @@ def cards_post(*, caller: Caller, spec: CardSpec) -> dict:
     values = secret_values_for(caller)
     if values:
         refuse_secrets(what="the card", values=values, content="\n".join(strings_in(arguments)))
-    with transaction.atomic():
-        runner_take_slot(runner_id=caller.runner_id, tool="post_card")
-        call = tool_call_record(
-            caller=caller,
-            tool="post_card",
-            arguments=arguments,
-            payload={"items": items, "blocks": blocks, "text": card_fallback_text(items)},
-        )
+    call = tool_call_record(
+        caller=caller,
+        tool="post_card",
+        arguments=arguments,
+        payload={"items": items, "blocks": blocks, "text": card_fallback_text(items)},
+    )
     return {"tool_call_id": call.id, "status": call.status, "blocks": len(blocks)}

@@ -1,11 +1,14 @@
 """What every tool service does: check outbound content for secrets, record the call."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 from django.db import transaction
 
 from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
 from secrets_vault.services import SecretInContent, refuse_if_contains_secret, session_secret_values
 from tools.caller import Caller
 from tools.errors import ToolRefused
+from tools.limits import runner_take_slot_and_insert
 from tools.models import ToolCall
 
 
@@ -38,10 +41,11 @@ def strings_in(value) -> list[str]:
 
 
 def tool_call_record(*, caller: Caller, tool: str, arguments: dict, payload: dict, file_name: str = "") -> ToolCall:
-    """The outbox row; its effect task is enqueued when the transaction commits."""
-    from tools.tasks import apply_tool_call
+    """Count the call against the runner's limit and write the outbox row, both or neither.
 
-    call = ToolCall.objects.create(
+    The effect task is published once that is committed.
+    """
+    call = ToolCall(
         session_id=caller.session_id,
         runner_id=caller.runner_id,
         tool=tool,
@@ -49,5 +53,20 @@ def tool_call_record(*, caller: Caller, tool: str, arguments: dict, payload: dic
         payload=payload,
         file=file_name,
     )
-    transaction.on_commit(lambda: apply_tool_call.delay(call.id))
+    runner_take_slot_and_insert(runner_id=caller.runner_id, tool=tool, row=call)
+    transaction.on_commit(lambda: publish_effect(call.id))
     return call
+
+
+_publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="effect-publisher")
+
+
+def publish_effect(tool_call_id: int) -> None:
+    """Publish to the broker beside the response, not before it.
+
+    A publish lost to a crash is not lost work: the row is pending, and the sweep
+    (tools.tasks.sweep_tool_calls) queues it again.
+    """
+    from tools.tasks import apply_tool_call
+
+    _publisher.submit(apply_tool_call.delay, tool_call_id)

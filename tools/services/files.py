@@ -9,11 +9,9 @@ from pathlib import Path
 
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import transaction
 
 from tools.caller import Caller
 from tools.errors import ToolRefused
-from tools.limits import runner_take_slot
 from tools.services.common import refuse_secrets, secret_values_for, tool_call_record
 
 MAX_FILE_BYTES = 100 * 1024 * 1024
@@ -106,20 +104,18 @@ def files_send(
         stored = default_storage.save(f"tool-files/{caller.session_id}/{uuid.uuid4().hex}", File(handle))
     arguments = {"path": path, "comment": comment, "title": title, "alt_text": alt_text}
     try:
-        with transaction.atomic():
-            runner_take_slot(runner_id=caller.runner_id, tool="send_file")
-            call = tool_call_record(
-                caller=caller,
-                tool="send_file",
-                arguments=arguments,
-                payload={
-                    "file_name": real.name,
-                    "title": title or real.name,
-                    "size": info.st_size,
-                    "content_type": content_type,
-                },
-                file_name=stored,
-            )
+        call = tool_call_record(
+            caller=caller,
+            tool="send_file",
+            arguments=arguments,
+            payload={
+                "file_name": real.name,
+                "title": title or real.name,
+                "size": info.st_size,
+                "content_type": content_type,
+            },
+            file_name=stored,
+        )
     except BaseException:
         default_storage.delete(stored)
         raise
