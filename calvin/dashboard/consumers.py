@@ -3,8 +3,16 @@
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from calvin.dashboard.events import thread_group
+from calvin.dashboard.events import message_event, thread_group
 from calvin.dashboard.selectors import thread_visible_to
+from sessions.models import Message
+
+CATCH_UP_LIMIT = 200
+
+
+def missed_events(thread_id: int, since: int) -> list[dict]:
+    messages = Message.objects.filter(thread_id=thread_id, id__gt=since).select_related("member")
+    return [message_event(m) for m in messages.order_by("id")[:CATCH_UP_LIMIT]]
 
 
 class ThreadConsumer(AsyncJsonWebsocketConsumer):
@@ -19,6 +27,15 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         self.group = thread_group(thread_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+
+    async def receive_json(self, content, **kwargs):
+        """{"since": <last message id the page has>}: send what it missed (render-to-connect gap, reconnects)."""
+        since = content.get("since") if isinstance(content, dict) else None
+        if not isinstance(since, int) or isinstance(since, bool) or not hasattr(self, "group"):
+            return
+        thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
+        for event in await database_sync_to_async(missed_events)(thread_id, since):
+            await self.thread_message(event)
 
     async def disconnect(self, code):
         if hasattr(self, "group"):

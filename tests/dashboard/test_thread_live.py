@@ -89,3 +89,18 @@ def test_a_websocket_from_another_origin_is_refused(gateway, make_agent):
     with pytest.raises(InvalidStatus) as refused:
         ws_connect(gateway, agent.session.thread_id, sessionid=sessionid, origin="https://evil.example")
     assert refused.value.response.status_code == 403
+
+
+def test_a_page_that_connects_late_catches_up_on_what_it_missed(gateway, agent):
+    result = agent.call("post_card", {"spec": CARD})
+    assert not result.is_error, text_of(result)
+    call_id = result.structured_content["tool_call_id"]
+    message = wait_for(lambda: Message.objects.filter(tool_call_id=call_id).first())
+    sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
+    with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
+        ws.send(json.dumps({"since": message.id - 1}))
+        event = json.loads(ws.recv(timeout=10))
+        assert event["id"] == message.id and "Nightly build report" in event["html"]
+        ws.send(json.dumps({"since": message.id}))  # nothing newer: nothing sent
+        with pytest.raises(TimeoutError):
+            ws.recv(timeout=1)
