@@ -1,6 +1,7 @@
 """Start Calvin on one machine: web, worker and beat, with a demo session ready to use."""
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -51,6 +52,8 @@ class Command(BaseCommand):
         children = [] if embedded else self._spawn_worker_and_beat()
         if embedded:
             self._start_embedded_worker_and_beat()
+        # uvicorn re-raises SIGTERM once it has shut down; turn it into an exit that runs `finally`.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             uvicorn.run("calvin.asgi:application", host=host, port=port, lifespan="on", log_level="info")
         finally:
@@ -62,8 +65,10 @@ class Command(BaseCommand):
     def _spawn_worker_and_beat(self) -> list[subprocess.Popen]:
         celery = [sys.executable, "-m", "celery", "-A", "calvin"]
         return [
-            subprocess.Popen([*celery, "worker", "-l", "info", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE]),
-            subprocess.Popen([*celery, "beat", "-l", "info"]),
+            subprocess.Popen(
+                [*celery, "worker", "-l", "info", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE], cwd=settings.BASE_DIR
+            ),
+            subprocess.Popen([*celery, "beat", "-l", "info"], cwd=settings.BASE_DIR),
         ]
 
     def _start_embedded_worker_and_beat(self) -> None:
