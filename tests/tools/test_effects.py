@@ -109,3 +109,17 @@ def test_a_thread_without_an_adapter_fails_visibly(agent, workspace):
     failed = wait_for(lambda: ToolCall.objects.filter(id=call.id, status="failed").first())
     assert "no chat adapter for slack threads" in failed.error
     assert Message.objects.filter(thread=session.thread, kind=Message.Kind.SYSTEM).exists()
+
+
+def test_a_broker_outage_at_call_time_loses_nothing(agent, monkeypatch):
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("Redis is restarting")
+
+    monkeypatch.setattr(apply_tool_call, "apply_async", broker_down)
+    call_id = post_card(agent)  # the agent's call still succeeds: the row is the promise
+    assert ToolCall.objects.get(id=call_id).status == ToolCall.Status.PENDING
+    monkeypatch.undo()
+    ToolCall.objects.filter(id=call_id).update(created_at=timezone.now() - timedelta(minutes=1))
+    assert sweep_tool_calls.apply().get() == 1
+    applied(call_id)
+    assert Message.objects.filter(tool_call_id=call_id).count() == 1

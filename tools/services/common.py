@@ -1,6 +1,6 @@
 """What every tool service does: check outbound content for secrets, record the call."""
 
-from concurrent.futures import ThreadPoolExecutor
+import logging
 
 from django.db import transaction
 
@@ -10,6 +10,8 @@ from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.limits import runner_take_slot_and_insert
 from tools.models import ToolCall
+
+log = logging.getLogger(__name__)
 
 
 def secret_values_for(caller: Caller) -> list[str]:
@@ -58,15 +60,16 @@ def tool_call_record(*, caller: Caller, tool: str, arguments: dict, payload: dic
     return call
 
 
-_publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="effect-publisher")
-
-
 def publish_effect(tool_call_id: int) -> None:
-    """Publish to the broker beside the response, not before it.
+    """Queue the effect. Done in the request's thread: publishing from a background
+    thread measured slower (it contends for the GIL with the event loop; bench/).
 
-    A publish lost to a crash is not lost work: the row is pending, and the sweep
-    (tools.tasks.sweep_tool_calls) queues it again.
+    No broker retries: the row is committed and pending, so a publish that fails is
+    not lost work; the sweep (tools.tasks.sweep_tool_calls) queues it again.
     """
     from tools.tasks import apply_tool_call
 
-    _publisher.submit(apply_tool_call.delay, tool_call_id)
+    try:
+        apply_tool_call.apply_async((tool_call_id,), retry=False)
+    except Exception:
+        log.warning("could not queue tool call %s now; the sweep will", tool_call_id, exc_info=True)
