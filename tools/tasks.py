@@ -6,7 +6,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from calvin.chat import ChatTemporaryError
-from tools.effects import tool_call_apply
+from tools.effects import MAX_ATTEMPTS, tool_call_apply, tool_call_fail
 from tools.models import ToolCall
 
 STUCK_APPLYING = timedelta(seconds=60)
@@ -30,9 +30,14 @@ def apply_tool_call(tool_call_id: int) -> None:
 def sweep_tool_calls() -> int:
     """Re-queue calls a dead worker left applying, and pending calls whose enqueue was lost."""
     now = timezone.now()
-    ToolCall.objects.filter(status=ToolCall.Status.APPLYING, claimed_at__lt=now - STUCK_APPLYING).update(
-        status=ToolCall.Status.PENDING
-    )
+    stuck = ToolCall.objects.filter(status=ToolCall.Status.APPLYING, claimed_at__lt=now - STUCK_APPLYING)
+    # A call that took its worker down every time it ran is failed, not retried forever.
+    for tool_call_id in stuck.filter(attempts__gte=MAX_ATTEMPTS).values_list("id", flat=True):
+        tool_call_fail(
+            tool_call_id=tool_call_id,
+            error=f"gave up after {MAX_ATTEMPTS} attempts: the worker stopped while applying it",
+        )
+    stuck.update(status=ToolCall.Status.PENDING)
     ids = list(
         ToolCall.objects.filter(status=ToolCall.Status.PENDING, created_at__lt=now - LOST_PENDING).values_list(
             "id", flat=True

@@ -123,3 +123,17 @@ def test_a_broker_outage_at_call_time_loses_nothing(agent, monkeypatch):
     assert sweep_tool_calls.apply().get() == 1
     applied(call_id)
     assert Message.objects.filter(tool_call_id=call_id).count() == 1
+
+
+def test_a_call_that_keeps_killing_its_worker_is_failed_not_retried_forever(agent):
+    call_id = post_card(agent)
+    applied(call_id)
+    Message.objects.filter(tool_call_id=call_id).delete()
+    ToolCall.objects.filter(id=call_id).update(
+        status=ToolCall.Status.APPLYING, attempts=effects.MAX_ATTEMPTS, claimed_at=timezone.now() - timedelta(minutes=5)
+    )
+    sweep_tool_calls.apply()
+    call = ToolCall.objects.get(id=call_id)
+    assert call.status == ToolCall.Status.FAILED
+    assert "the worker stopped while applying it" in call.error
+    assert Message.objects.filter(thread=agent.session.thread, kind=Message.Kind.SYSTEM).count() == 1
