@@ -30,6 +30,15 @@ def _ensure_counter(runner_id: int, tool: str) -> bool:
     return bool(RunnerCount.objects.bulk_create([RunnerCount(runner_id=runner_id, tool=tool)], ignore_conflicts=True))
 
 
+def runner_refuse_if_spent(*, runner_id: int, tool: str) -> None:
+    """A read, not a reservation: lets expensive calls fail before their work.
+
+    The slot itself is still taken atomically when the call is recorded.
+    """
+    if RunnerCount.objects.filter(runner_id=runner_id, tool=tool, used__gte=PER_RUNNER[tool]).exists():
+        raise _refusal(tool)
+
+
 def runner_take_slot(*, runner_id: int, tool: str) -> None:
     """Count one use of `tool`, or refuse when the runner has used them all.
 

@@ -12,6 +12,7 @@ from django.core.files.storage import default_storage
 
 from tools.caller import Caller
 from tools.errors import ToolRefused
+from tools.limits import runner_refuse_if_spent
 from tools.services.common import refuse_secrets, secret_values_for, tool_call_record
 
 MAX_FILE_BYTES = 100 * 1024 * 1024
@@ -56,12 +57,11 @@ def _sniff(head: bytes, name: str) -> str:
     return "application/octet-stream" if guessed.startswith("image/") else guessed
 
 
-def _contains_any(fd: int, values: list[str]) -> bool:
+def _contains_any(handle, values: list[str]) -> bool:
     needles = [v.encode() for v in values]
     overlap = max(len(n) for n in needles) - 1
     tail = b""
-    os.lseek(fd, 0, os.SEEK_SET)
-    while chunk := os.read(fd, CHUNK):
+    while chunk := handle.read(CHUNK):
         window = tail + chunk
         if any(n in window for n in needles):
             return True
@@ -69,10 +69,7 @@ def _contains_any(fd: int, values: list[str]) -> bool:
     return False
 
 
-def files_send(
-    *, caller: Caller, path: str, comment: str | None = None, title: str | None = None, alt_text: str | None = None
-) -> dict:
-    real = file_resolve(session_directory=caller.session_directory, path=path)
+def _open_regular(real: Path, path: str) -> int:
     try:
         # O_NOFOLLOW: the resolved path must not have become a symlink since; O_NONBLOCK: a FIFO must not hang us.
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -80,43 +77,53 @@ def files_send(
         _refuse(f"no file at {path}")
     except OSError as exc:
         _refuse(f"cannot open {path}: {exc.strerror}")
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         _refuse(f"{path} is not a regular file")
+    return fd
+
+
+def _check_size(size: int, path: str) -> None:
+    if size == 0:
+        _refuse(f"{path} is empty")
+    if size > MAX_FILE_BYTES:
+        _refuse(f"{path} is {size} bytes; the limit is 100 MiB")
+
+
+def files_send(
+    *, caller: Caller, path: str, comment: str | None = None, title: str | None = None, alt_text: str | None = None
+) -> dict:
+    real = file_resolve(session_directory=caller.session_directory, path=path)
+    fd = _open_regular(real, path)
     with os.fdopen(fd, "rb") as handle:
-        if info.st_size == 0:
-            _refuse(f"{path} is empty")
-        if info.st_size > MAX_FILE_BYTES:
-            _refuse(f"{path} is {info.st_size} bytes; the limit is 100 MiB")
+        _check_size(os.fstat(fd).st_size, path)
+        # Cheap early answer, so a runner at its limit cannot make us copy 100 MiB files.
+        runner_refuse_if_spent(runner_id=caller.runner_id, tool="send_file")
         values = secret_values_for(caller)
-        outbound = "\n".join(filter(None, [comment, title, alt_text]))
         if values:
+            outbound = "\n".join(filter(None, [comment, title, alt_text]))
             refuse_secrets(what="the comment, title or alt text", values=values, content=outbound)
-            if _contains_any(fd, values):
-                _refuse(f"{path} contains the value of one of this session's secrets; nothing was sent")
-        handle.seek(0)
-        content_type = _sniff(handle.read(16), real.name)
-        handle.seek(0)
-        # Copied now, under a generated name (the real one travels in the payload), and
-        # outside the transaction: the agent may change or delete the file before the
-        # worker runs, and a large copy must not hold the count row's lock.
+        # Copied now, under a generated name (the real one travels in the payload): the
+        # agent may change or delete its file before the worker runs.
         stored = default_storage.save(f"tool-files/{caller.session_id}/{uuid.uuid4().hex}", File(handle))
-    arguments = {"path": path, "comment": comment, "title": title, "alt_text": alt_text}
     try:
+        # Every check below reads the copy, i.e. exactly the bytes that will be posted.
+        size = default_storage.size(stored)
+        _check_size(size, path)
+        with default_storage.open(stored, "rb") as copy:
+            content_type = _sniff(copy.read(16), real.name)
+            if values:
+                copy.seek(0)
+                if _contains_any(copy, values):
+                    _refuse(f"{path} contains the value of one of this session's secrets; nothing was sent")
         call = tool_call_record(
             caller=caller,
             tool="send_file",
-            arguments=arguments,
-            payload={
-                "file_name": real.name,
-                "title": title or real.name,
-                "size": info.st_size,
-                "content_type": content_type,
-            },
+            arguments={"path": path, "comment": comment, "title": title, "alt_text": alt_text},
+            payload={"file_name": real.name, "title": title or real.name, "size": size, "content_type": content_type},
             file_name=stored,
         )
     except BaseException:
         default_storage.delete(stored)
         raise
-    return {"tool_call_id": call.id, "status": call.status, "file_name": real.name, "size": info.st_size}
+    return {"tool_call_id": call.id, "status": call.status, "file_name": real.name, "size": size}
