@@ -24,10 +24,6 @@ from sessions.services import runner_start, session_start
 from tools.models import ToolCall
 
 
-def pytest_configure(config):
-    assert not celery_app.conf.task_always_eager, "tests run a real Celery worker"
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _real_services(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():

@@ -21,32 +21,9 @@ def test_claude_code_connects_with_a_runner_token_and_fails_without(agent, tmp_p
     assert CLAUDE.exists(), "scripts/test installs Claude Code's CLI into var/node"
     home = tmp_path / "home"
     home.mkdir()
-    claude(
-        home,
-        "mcp",
-        "add",
-        "--transport",
-        "http",
-        "--scope",
-        "user",
-        "calvin",
-        agent.url,
-        "--header",
-        f"Authorization: Bearer {agent.token}",
-    )
-    claude(
-        home,
-        "mcp",
-        "add",
-        "--transport",
-        "http",
-        "--scope",
-        "user",
-        "intruder",
-        agent.url,
-        "--header",
-        "Authorization: Bearer cvn_not-a-token",
-    )
+    for name, token in (("calvin", agent.token), ("intruder", "cvn_not-a-token")):
+        claude(home, "mcp", "add", "--transport", "http", "--scope", "user", name, agent.url,
+               "--header", f"Authorization: Bearer {token}")  # fmt: skip
     listing = claude(home, "mcp", "list")
     assert f"calvin: {agent.url} (HTTP) - ✔ Connected" in listing, listing
     assert f"intruder: {agent.url} (HTTP) - ✘ Failed to connect" in listing, listing
