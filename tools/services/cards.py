@@ -30,4 +30,4 @@ def cards_post(*, caller: Caller, spec: CardSpec) -> dict:
         arguments=arguments,
         payload={"items": items, "blocks": blocks, "text": card_fallback_text(items)},
     )
-    return {"tool_call_id": call.id, "status": call.status, "blocks": len(blocks)}
+    return {"tool_call_id": call.id, "status": call.status}
