@@ -44,7 +44,14 @@ def tool_call_apply(*, tool_call_id: int) -> None:
     """Run by the worker after it claimed the row (pending -> applying)."""
     call = ToolCall.objects.select_related("session__thread").get(id=tool_call_id)
     try:
-        platform_ids = _perform(call)
+        # The effect and "applied" commit together: for the web channel the effect is a
+        # row, so a worker that dies anywhere in here leaves the call cleanly "applying"
+        # for the sweep. An external platform's adapter checks the ids it stored instead.
+        with transaction.atomic():
+            platform_ids = _perform(call)
+            ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(
+                status=ToolCall.Status.APPLIED, platform_ids=platform_ids, finished_at=timezone.now()
+            )
     except ChatTemporaryError as exc:
         if call.attempts >= MAX_ATTEMPTS:
             tool_call_fail(tool_call_id=call.id, error=f"gave up after {call.attempts} attempts: {exc}")
@@ -56,10 +63,6 @@ def tool_call_apply(*, tool_call_id: int) -> None:
         log.exception("tool call %s failed", call.id)
         error = str(exc) if isinstance(exc, ChatPermanentError) else "internal error"
         tool_call_fail(tool_call_id=call.id, error=error)
-        return
-    ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(
-        status=ToolCall.Status.APPLIED, platform_ids=platform_ids, finished_at=timezone.now()
-    )
 
 
 @transaction.atomic

@@ -39,10 +39,12 @@ def test_a_task_run_twice_posts_once(agent):
     assert ToolCall.objects.get(id=call_id).attempts == 1
 
 
-def test_a_worker_killed_mid_task_is_recovered_by_the_sweep_without_a_second_post(agent):
+def test_a_worker_killed_mid_task_is_recovered_by_the_sweep_and_posts_once(agent):
     call_id = post_card(agent)
-    call = applied(call_id)
-    # As if the worker died after posting but before marking the call applied.
+    applied(call_id)
+    # A worker that dies after its claim leaves the call "applying" and, because the
+    # message and "applied" commit together, no message.
+    Message.objects.filter(tool_call_id=call_id).delete()
     ToolCall.objects.filter(id=call_id).update(
         status=ToolCall.Status.APPLYING, claimed_at=timezone.now() - timedelta(minutes=5)
     )
@@ -52,6 +54,20 @@ def test_a_worker_killed_mid_task_is_recovered_by_the_sweep_without_a_second_pos
     call = applied(call_id)
     assert call.attempts == 2
     assert Message.objects.filter(tool_call_id=call_id).count() == 1
+
+
+def test_the_message_and_applied_commit_together(agent, monkeypatch):
+    real = WebChannel.post_card
+
+    def posts_then_breaks_the_applied_update(self, **kwargs):
+        real(self, **kwargs)  # the message row is written...
+        return {"message_id": object()}  # ...and storing these ids fails
+
+    monkeypatch.setattr(WebChannel, "post_card", posts_then_breaks_the_applied_update)
+    call_id = post_card(agent)
+    wait_for(lambda: ToolCall.objects.filter(id=call_id, status="failed").exists())
+    assert not Message.objects.filter(tool_call_id=call_id).exists()  # rolled back with it
+    assert Message.objects.filter(thread=agent.session.thread, kind=Message.Kind.SYSTEM).count() == 1
 
 
 def test_a_lost_enqueue_is_picked_up_by_the_sweep(agent):
