@@ -53,13 +53,13 @@ def session_start(
 @transaction.atomic
 def message_post_by_person(*, thread: Thread, member, text: str) -> Message:
     """A person's message becomes a queued turn; it is never dropped while the agent is busy."""
-    from calvin.dashboard.events import thread_broadcast
+    from calvin.dashboard.events import thread_push_on_commit
 
     message = Message.objects.create(
         thread=thread, kind=Message.Kind.TEXT, author=Message.Author.PERSON, member=member, text=text
     )
     Turn.objects.create(session=thread.session, prompt=message)
-    transaction.on_commit(lambda: thread_broadcast(message))
+    thread_push_on_commit(message)
     return message
 
 

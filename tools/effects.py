@@ -1,6 +1,7 @@
 """Perform a claimed tool call's effect through the thread's chat adapter, exactly once."""
 
 import logging
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -11,6 +12,9 @@ from tools.models import ToolCall
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
+STUCK_APPLYING = timedelta(seconds=60)
+LOST_PENDING = timedelta(seconds=30)
+RECOVER_BATCH = 500
 
 
 def _perform(call: ToolCall) -> dict:
@@ -81,6 +85,22 @@ def tool_call_fail(*, tool_call_id: int, error: str) -> None:
             author=Message.Author.SYSTEM,
             text=f"{call.tool} (call {call.id}) was not delivered: {error}",
         )
-        from calvin.dashboard.events import thread_broadcast
+        from calvin.dashboard.events import thread_push_on_commit
 
-        transaction.on_commit(lambda: thread_broadcast(message))
+        thread_push_on_commit(message)
+
+
+def tool_calls_recover(*, now: datetime) -> list[int]:
+    """Calls that need queueing again: left "applying" by a dead worker, or never published.
+
+    A call that took its worker down on every attempt is failed instead of retried forever.
+    """
+    stuck = ToolCall.objects.filter(status=ToolCall.Status.APPLYING, claimed_at__lt=now - STUCK_APPLYING)
+    for tool_call_id in stuck.filter(attempts__gte=MAX_ATTEMPTS).values_list("id", flat=True):
+        tool_call_fail(
+            tool_call_id=tool_call_id,
+            error=f"gave up after {MAX_ATTEMPTS} attempts: the worker stopped while applying it",
+        )
+    stuck.update(status=ToolCall.Status.PENDING)
+    pending = ToolCall.objects.filter(status=ToolCall.Status.PENDING, created_at__lt=now - LOST_PENDING)
+    return list(pending.values_list("id", flat=True)[:RECOVER_BATCH])

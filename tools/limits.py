@@ -1,6 +1,8 @@
 """Per-runner counts: taken with a conditional UPDATE, never read-modify-write."""
 
-from django.db import connection
+from collections.abc import Callable
+
+from django.db import connection, transaction
 from django.db.models import F, Model
 
 from sessions.models import RunnerCount
@@ -25,9 +27,15 @@ def _refusal(tool: str) -> ToolRefused:
     return ToolRefused(f"limit of {PER_RUNNER[tool]} {noun} per runner reached; it resets when the runner restarts")
 
 
-def _ensure_counter(runner_id: int, tool: str) -> bool:
-    """Create a missing counter row (runners made before a tool existed); true if it was missing."""
-    return bool(RunnerCount.objects.bulk_create([RunnerCount(runner_id=runner_id, tool=tool)], ignore_conflicts=True))
+def _take(runner_id: int, tool: str, attempt: Callable[[], bool]) -> None:
+    """Run `attempt` (one conditional statement); if it took nothing because the counter
+    row is missing (a runner made before the tool existed), create the row and try once more."""
+    if attempt():
+        return
+    created = RunnerCount.objects.bulk_create([RunnerCount(runner_id=runner_id, tool=tool)], ignore_conflicts=True)
+    if created and attempt():
+        return
+    raise _refusal(tool)
 
 
 def runner_refuse_if_spent(*, runner_id: int, tool: str) -> None:
@@ -44,14 +52,8 @@ def runner_take_slot(*, runner_id: int, tool: str) -> None:
 
     Run it inside the caller's transaction, so a call refused later gives its slot back.
     """
-    limit = PER_RUNNER[tool]
-    for _ in range(2):
-        taken = RunnerCount.objects.filter(runner_id=runner_id, tool=tool, used__lt=limit).update(used=F("used") + 1)
-        if taken == 1:
-            return
-        if not _ensure_counter(runner_id, tool):
-            break
-    raise _refusal(tool)
+    counter = RunnerCount.objects.filter(runner_id=runner_id, tool=tool, used__lt=PER_RUNNER[tool])
+    _take(runner_id, tool, lambda: counter.update(used=F("used") + 1) == 1)
 
 
 def runner_take_slot_and_insert(*, runner_id: int, tool: str, row: Model) -> None:
@@ -62,8 +64,6 @@ def runner_take_slot_and_insert(*, runner_id: int, tool: str, row: Model) -> Non
     back to the ORM in a transaction. Columns come from the model, so they stay in step.
     """
     if connection.vendor != "postgresql":
-        from django.db import transaction
-
         with transaction.atomic():
             runner_take_slot(runner_id=runner_id, tool=tool)
             row.save(force_insert=True)
@@ -79,14 +79,14 @@ def runner_take_slot_and_insert(*, runner_id: int, tool: str, row: Model) -> Non
         f" INSERT INTO {row._meta.db_table} ({columns}) SELECT {', '.join(['%s'] * len(fields))} FROM slot"
         f" RETURNING {row._meta.pk.column}"
     )
-    for _ in range(2):
+
+    def attempt() -> bool:
         with connection.cursor() as cursor:
             cursor.execute(sql, [runner_id, tool, PER_RUNNER[tool], *values])
             inserted = cursor.fetchone()
         if inserted:
             row.pk = inserted[0]
             row._state.adding = False
-            return
-        if not _ensure_counter(runner_id, tool):
-            break
-    raise _refusal(tool)
+        return bool(inserted)
+
+    _take(runner_id, tool, attempt)

@@ -1,21 +1,7 @@
 """Calvin's own chat channel: the thread is the Message table, delivery is a websocket push."""
 
-import logging
-
-from django.db import transaction
-
-from calvin.dashboard.events import thread_broadcast
+from calvin.dashboard.events import thread_push_on_commit
 from sessions.models import Message
-
-log = logging.getLogger(__name__)
-
-
-def _push(message: Message) -> None:
-    try:
-        thread_broadcast(message)
-    except Exception:
-        # Delivered all the same: pages catch up from the database when they reconnect.
-        log.warning("live push of message %s failed", message.id, exc_info=True)
 
 
 class WebChannel:
@@ -23,7 +9,7 @@ class WebChannel:
         # Called inside the transaction that marks the call applied, so the message and
         # "applied" commit together; the unique tool_call is the last line of defence.
         message = Message.objects.create(tool_call_id=tool_call_id, **fields)
-        transaction.on_commit(lambda: _push(message))
+        thread_push_on_commit(message)
         return {"message_id": message.id}
 
     def post_message(self, *, thread, text: str, tool_call_id: int, author: str = Message.Author.AGENT) -> dict:

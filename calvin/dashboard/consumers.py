@@ -3,16 +3,8 @@
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from calvin.dashboard.events import message_event, thread_group
+from calvin.dashboard.events import thread_events_since, thread_group
 from calvin.dashboard.selectors import thread_visible_to
-from sessions.models import Message
-
-CATCH_UP_LIMIT = 200
-
-
-def missed_events(thread_id: int, since: int) -> list[dict]:
-    messages = Message.objects.filter(thread_id=thread_id, id__gt=since).select_related("member")
-    return [message_event(m) for m in messages.order_by("id")[:CATCH_UP_LIMIT]]
 
 
 class ThreadConsumer(AsyncJsonWebsocketConsumer):
@@ -34,7 +26,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(since, int) or isinstance(since, bool) or not hasattr(self, "group"):
             return
         thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
-        for event in await database_sync_to_async(missed_events)(thread_id, since):
+        for event in await database_sync_to_async(thread_events_since)(thread_id, since):
             await self.thread_message(event)
 
     async def disconnect(self, code):

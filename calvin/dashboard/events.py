@@ -1,12 +1,17 @@
 """Pushes to the pages that watch a thread live (Channels groups)."""
 
 import asyncio
+import logging
 import threading
 
 from channels.layers import get_channel_layer
+from django.db import transaction
 from django.template.loader import render_to_string
 
 from sessions.models import Message
+
+log = logging.getLogger(__name__)
+CATCH_UP_LIMIT = 200
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
@@ -41,3 +46,25 @@ def message_event(message: Message) -> dict:
 def thread_broadcast(message: Message) -> None:
     send = get_channel_layer().group_send(thread_group(message.thread_id), message_event(message))
     asyncio.run_coroutine_threadsafe(send, _layer_loop()).result(timeout=10)
+
+
+def thread_push_on_commit(message: Message) -> None:
+    """Push the message to watching pages once its transaction commits.
+
+    A failed push is not a failed delivery: the message is stored, and pages catch up
+    from the database when they (re)connect.
+    """
+
+    def push():
+        try:
+            thread_broadcast(message)
+        except Exception:
+            log.warning("live push of message %s failed", message.id, exc_info=True)
+
+    transaction.on_commit(push)
+
+
+def thread_events_since(thread_id: int, since: int) -> list[dict]:
+    """What a page that last saw message `since` has missed."""
+    messages = Message.objects.filter(thread_id=thread_id, id__gt=since).select_related("member").order_by("id")
+    return [message_event(m) for m in messages[:CATCH_UP_LIMIT]]
