@@ -3,6 +3,7 @@
 import logging
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -12,14 +13,19 @@ from tools.models import ToolCall
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
-STUCK_APPLYING = timedelta(seconds=60)
-LOST_PENDING = timedelta(seconds=30)
 RECOVER_BATCH = 500
 
 
 def _perform(call: ToolCall) -> dict:
     thread = call.session.thread
     adapter = chat_adapter_for(thread)
+    if call.attempts > 1:
+        # A first attempt cannot find its effect: the claim let only this worker in. A
+        # later one may follow a worker that died after the platform took the post and
+        # before "applied" committed, so ask the platform before posting again.
+        found = adapter.delivered(thread=thread, tool_call_id=call.id)
+        if found is not None:
+            return found
     payload = call.payload
     if call.tool == "post_card":
         return adapter.post_card(
@@ -50,7 +56,7 @@ def tool_call_apply(*, tool_call_id: int) -> None:
     try:
         # The effect and "applied" commit together: for the web channel the effect is a
         # row, so a worker that dies anywhere in here leaves the call cleanly "applying"
-        # for the sweep. An external platform's adapter checks the ids it stored instead.
+        # for the sweep. An external platform cannot roll back: the retry asks it first.
         with transaction.atomic():
             platform_ids = _perform(call)
             ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(
@@ -95,12 +101,14 @@ def tool_calls_recover(*, now: datetime) -> list[int]:
 
     A call that took its worker down on every attempt is failed instead of retried forever.
     """
-    stuck = ToolCall.objects.filter(status=ToolCall.Status.APPLYING, claimed_at__lt=now - STUCK_APPLYING)
+    stuck_applying = timedelta(seconds=settings.CALVIN_STUCK_APPLYING_SECONDS)
+    lost_pending = timedelta(seconds=settings.CALVIN_LOST_PENDING_SECONDS)
+    stuck = ToolCall.objects.filter(status=ToolCall.Status.APPLYING, claimed_at__lt=now - stuck_applying)
     for tool_call_id in stuck.filter(attempts__gte=MAX_ATTEMPTS).values_list("id", flat=True):
         tool_call_fail(
             tool_call_id=tool_call_id,
             error=f"gave up after {MAX_ATTEMPTS} attempts: the worker stopped while applying it",
         )
     stuck.update(status=ToolCall.Status.PENDING)
-    pending = ToolCall.objects.filter(status=ToolCall.Status.PENDING, created_at__lt=now - LOST_PENDING)
+    pending = ToolCall.objects.filter(status=ToolCall.Status.PENDING, created_at__lt=now - lost_pending)
     return list(pending.values_list("id", flat=True)[:RECOVER_BATCH])

@@ -18,6 +18,15 @@ class ChatPermanentError(Exception):
 class ChatAdapter(Protocol):
     """Each method is idempotent per `tool_call_id`: a retry returns the first result."""
 
+    def delivered(self, *, thread, tool_call_id: int) -> dict | None:
+        """The platform ids of this call's effect if the platform already has it, else None.
+
+        Asked of the platform itself, not of our database: a worker can die after the
+        platform accepted a post and before our commit recorded it. Web channel: the
+        Message with that tool_call. Slack: a thread message whose metadata carries the id.
+        """
+        ...
+
     def post_message(self, *, thread, text: str, tool_call_id: int, author: str) -> dict: ...
 
     def post_card(self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int) -> dict: ...

@@ -5,6 +5,10 @@ from sessions.models import Message
 
 
 class WebChannel:
+    def delivered(self, *, thread, tool_call_id: int) -> dict | None:
+        message = Message.objects.filter(thread=thread, tool_call_id=tool_call_id).only("id").first()
+        return None if message is None else {"message_id": message.id}
+
     def _deliver(self, *, tool_call_id: int, fields: dict) -> dict:
         # Called inside the transaction that marks the call applied, so the message and
         # "applied" commit together; the unique tool_call is the last line of defence.

@@ -56,6 +56,20 @@ def test_a_worker_killed_mid_task_is_recovered_by_the_sweep_and_posts_once(agent
     assert Message.objects.filter(tool_call_id=call_id).count() == 1
 
 
+def test_a_retry_that_finds_its_message_already_posted_does_not_post_again(agent):
+    call_id = post_card(agent)
+    message = Message.objects.get(tool_call_id=applied(call_id).id)
+    # As if the platform had the post but the worker died before "applied" was recorded.
+    long_ago = timezone.now() - timedelta(minutes=5)
+    ToolCall.objects.filter(id=call_id).update(
+        status=ToolCall.Status.APPLYING, claimed_at=long_ago, created_at=long_ago
+    )
+    assert sweep_tool_calls.apply().get() == 1
+    call = applied(call_id)
+    assert call.attempts == 2 and call.platform_ids == {"message_id": message.id}
+    assert Message.objects.filter(tool_call_id=call_id).count() == 1
+
+
 def test_the_message_and_applied_commit_together(agent, monkeypatch):
     real = WebChannel.post_card
 
