@@ -57,16 +57,20 @@ INSTALLED_APPS = [
     "approvals",
     "secrets_vault",
     "calvin.dashboard",
+    "axes",
+    "csp",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lockout into its page
 ]
 
 ROOT_URLCONF = "calvin.urls"
@@ -109,8 +113,17 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env("CALVIN_QUEUE", default="calvin")
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# The sweep re-queues calls a dead worker left "applying" and pending calls whose enqueue was lost.
+CALVIN_SWEEP_SECONDS = env.float("CALVIN_SWEEP_SECONDS", default=15.0)
+CALVIN_STUCK_APPLYING_SECONDS = env.float("CALVIN_STUCK_APPLYING_SECONDS", default=60.0)
+CALVIN_LOST_PENDING_SECONDS = env.float("CALVIN_LOST_PENDING_SECONDS", default=30.0)
 CELERY_BEAT_SCHEDULE = {
-    "tool-calls-sweep": {"task": "tools.tasks.sweep_tool_calls", "schedule": 15.0},
+    "tool-calls-sweep": {"task": "tools.tasks.sweep_tool_calls", "schedule": CALVIN_SWEEP_SECONDS},
+}
+# Channel kind -> chat adapter class. A deployment (or a test) can plug in another platform.
+CALVIN_CHAT_ADAPTERS = {
+    "web": "calvin.chat.web.WebChannel",
+    **env.json("CALVIN_CHAT_ADAPTERS", default={}),
 }
 
 if REDIS_URL:
@@ -127,6 +140,18 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Shared counters (refusal rate limits, login throttling) must be shared by every web process.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": env("CALVIN_CHANNEL_PREFIX", default="calvin"),
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -157,6 +182,66 @@ LOGGING = {
 
 # Where session directories live on a runner host (the embedded runner is this machine).
 CALVIN_SESSIONS_DIR = Path(env("CALVIN_SESSIONS_DIR", default=str(VAR_DIR / "sessions")))
+# Each session gets its own temp directory under this root (its runner's TMPDIR); the
+# machine's shared /tmp is never "the system temp directory" of a session.
+CALVIN_SESSIONS_TMP_DIR = Path(env("CALVIN_SESSIONS_TMP_DIR", default=str(VAR_DIR / "session-tmp")))
+# Refused tool calls a runner may make per minute before its calls are paused (cheap to
+# refuse, but a refused send_file still costs a walk and maybe a copy).
+CALVIN_REFUSALS_PER_MINUTE = env.int("CALVIN_REFUSALS_PER_MINUTE", default=30)
 CALVIN_SERVE_STATIC = env.bool("CALVIN_SERVE_STATIC", default=True)
 # Celery's Django fixup closes the worker's DB connection around every task unless told to reuse it.
 CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
+
+# --- Security: logins, CSP, HTTPS ------------------------------------------------------
+# Login throttling (django-axes) on every login form (dashboard and admin): after
+# AXES_FAILURE_LIMIT failures for one username from one address, that pair is refused
+# for the cool-off without its password being checked, even the right one.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: it refuses a locked-out pair before any password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_MINUTES", default=15) / 60  # axes reads a number as hours
+# Username and address together: a stranger cannot lock a person out from elsewhere.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "calvin.dashboard.views.login_locked_out"
+
+# Content-Security-Policy (django-csp): scripts and styles only from this site's static
+# files, never inline, so markup an agent smuggled into a page could not run.
+_PUBLIC_ORIGIN = "/".join(CALVIN_PUBLIC_URL.split("/", 3)[:3]) if CALVIN_PUBLIC_URL else ""
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'"],
+        # The thread page's websocket: 'self' covers ws(s) to the same host in CSP 3 browsers;
+        # the public URL's ws(s) origin is named for the others.
+        "connect-src": ["'self'", *([_PUBLIC_ORIGIN.replace("http", "ws", 1)] if _PUBLIC_ORIGIN else [])],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# HTTPS: on by default when the public URL is https, each settable from the environment.
+_HTTPS = CALVIN_PUBLIC_URL.startswith("https://")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=_HTTPS)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if _HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_HTTPS)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=_HTTPS)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=_HTTPS)
+# The header a TLS-terminating proxy sets (and must overwrite when a client sends it);
+# "" when nothing sits in front. Without it, the redirect would loop behind the proxy.
+_PROXY_SSL_HEADER = env("SECURE_PROXY_SSL_HEADER", default="HTTP_X_FORWARDED_PROTO" if _HTTPS else "")
+SECURE_PROXY_SSL_HEADER = (_PROXY_SSL_HEADER, "https") if _PROXY_SSL_HEADER else None
+if not SECURE_HSTS_PRELOAD:
+    # Preloading makes browsers hard-code HTTPS for the domain and all its subdomains and is
+    # slow to undo: the operator's decision (SECURE_HSTS_PRELOAD), so its deploy warning is quiet.
+    SILENCED_SYSTEM_CHECKS = ["security.W021"]
+if _PUBLIC_ORIGIN:
+    CSRF_TRUSTED_ORIGINS = [*CSRF_TRUSTED_ORIGINS, _PUBLIC_ORIGIN]
+# --- end of Security: logins, CSP, HTTPS -----------------------------------------------

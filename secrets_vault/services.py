@@ -29,6 +29,15 @@ def secret_set(*, session, name: str, value: str, as_file: bool = False, member=
     )
 
 
+@transaction.atomic
+def secret_set_for_workspace(*, workspace_id: int, name: str, value: str, as_file: bool = False, member=None) -> Secret:
+    """A workspace-wide secret: in scope for every session of the workspace."""
+    key_id, ciphertext = crypto.encrypt(workspace_id=workspace_id, session_id=None, name=name, value=value)
+    return Secret.objects.create(
+        workspace_id=workspace_id, name=name, as_file=as_file, key_id=key_id, ciphertext=ciphertext, created_by=member
+    )
+
+
 def _plain(secret: Secret) -> str:
     return crypto.decrypt(
         workspace_id=secret.workspace_id,

@@ -59,6 +59,12 @@ class Session(models.Model):
     permission_mode = models.CharField(max_length=20, choices=PermissionMode.choices, default=PermissionMode.DEFAULT)
     model = models.CharField(max_length=20, default="default")
     directory = models.CharField(max_length=500, help_text="The session directory on the runner's host.")
+    temp_directory = models.CharField(
+        max_length=500,
+        blank=True,
+        default="",
+        help_text="The session's own temp directory on its host (its runner's TMPDIR); never the shared /tmp.",
+    )
     branch = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

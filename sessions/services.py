@@ -17,6 +17,10 @@ def session_directory_for(session_id: int) -> str:
     return str(Path(settings.CALVIN_SESSIONS_DIR) / f"session-{session_id}")
 
 
+def session_temp_directory_for(session_id: int) -> str:
+    return str(Path(settings.CALVIN_SESSIONS_TMP_DIR) / f"session-{session_id}")
+
+
 @transaction.atomic
 def session_start(
     *,
@@ -43,8 +47,11 @@ def session_start(
         workspace=workspace, thread=thread, owner=owner, agent=agent, permission_mode=permission_mode
     )
     session.directory = session_directory_for(session.id)
-    session.save(update_fields=["directory"])
+    session.temp_directory = session_temp_directory_for(session.id)
+    session.save(update_fields=["directory", "temp_directory"])
     Path(session.directory).mkdir(parents=True, exist_ok=True)
+    # Private to the session: what one session leaves in its temp directory no other sees.
+    Path(session.temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)
     if prompt:
         message_post_by_person(thread=thread, member=owner, text=prompt)
     return session

@@ -18,6 +18,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from calvin.celery import app as celery_app
+from calvin.http_server import uvicorn_config
 from calvin.workspaces.models import Member
 from calvin.workspaces.services import workspace_create
 from sessions.services import runner_start, session_start
@@ -67,9 +68,7 @@ def celery_worker(django_db_setup, django_db_blocker):
 def gateway(django_db_setup, django_db_blocker):
     """uvicorn serving calvin.asgi on a free loopback port, as in production."""
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config("calvin.asgi:application", host="127.0.0.1", port=port, lifespan="on", log_level="warning")
-    )
+    server = uvicorn.Server(uvicorn_config(host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     with django_db_blocker.unblock():
         thread.start()

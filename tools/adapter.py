@@ -1,15 +1,26 @@
-"""What every MCP tool function shares: call a service off the event loop, translate refusals."""
+"""What every MCP tool function shares: check the arguments, call a service off the event
+loop, translate refusals, and pause runners that keep being refused."""
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from mcp.server.mcpserver.exceptions import ToolError
 
 from tools.errors import ToolRefused
+from tools.input_checks import argument_problems
+from tools.refusals import refusal_note, refusals_check
 
 
 def _in_thread(service, kwargs):
     close_old_connections()  # tool threads live outside Django's request cycle
-    return service(**kwargs)
+    caller = kwargs["caller"]
+    try:
+        problems = argument_problems({k: v for k, v in kwargs.items() if k != "caller"})
+        if problems:
+            raise ToolRefused("invalid arguments: " + "; ".join(problems[:30]))
+        return service(**kwargs)
+    except ToolRefused:
+        refusal_note(runner_id=caller.runner_id)
+        raise
 
 
 # Not thread-sensitive: calls run side by side, each thread on its own DB connection.
@@ -18,6 +29,7 @@ _run = sync_to_async(_in_thread, thread_sensitive=False)
 
 async def call_service(service, **kwargs):
     try:
+        refusals_check(runner_id=kwargs["caller"].runner_id)  # no I/O: cheap on every call
         return await _run(service, kwargs)
     except ToolRefused as exc:
         raise ToolError(str(exc)) from None

@@ -16,6 +16,8 @@ class Caller:
     thread_id: int
     workspace_id: int
     session_directory: str
+    # The session's own temp directory: "the system temp directory" of seed 000's send_file.
+    session_temp_directory: str
     permission_mode: str
     # Whether outbound content must be checked against secrets at all.
     has_secrets: bool
@@ -24,7 +26,7 @@ class Caller:
 # Every tool call starts here, so this is one hand-written, indexed query: the ORM's
 # query building cost more than the database's work (bench/profile_post_card.py).
 _CALLER_SQL = f"""
-SELECT r.id, r.session_id, s.thread_id, s.workspace_id, s.directory, s.permission_mode,
+SELECT r.id, r.session_id, s.thread_id, s.workspace_id, s.directory, s.temp_directory, s.permission_mode,
        EXISTS (SELECT 1 FROM {Secret._meta.db_table} x
                WHERE x.workspace_id = s.workspace_id AND (x.session_id = s.id OR x.session_id IS NULL))
 FROM {Runner._meta.db_table} r JOIN {Session._meta.db_table} s ON s.id = r.session_id
@@ -38,3 +40,8 @@ def caller_for_token(token: str) -> Caller | None:
         cursor.execute(_CALLER_SQL, [token_digest(token)])
         row = cursor.fetchone()
     return Caller(*row) if row else None
+
+
+def file_roots(caller: Caller) -> list[str]:
+    """Where an agent's files may come from: its session directory and its own temp directory."""
+    return [root for root in (caller.session_directory, caller.session_temp_directory) if root]

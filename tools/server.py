@@ -6,6 +6,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from tools.auth import RunnerTokenAuth
 from tools.availability import tool_offered
+from tools.http_limits import McpPostOnly
 
 INSTRUCTIONS = (
     "Calvin's tools act beyond your sandbox: they post into this session's thread. "
@@ -36,4 +37,4 @@ def build_http_app(mode: str | None = None):
     app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
     )
-    return RunnerTokenAuth(app), app
+    return McpPostOnly(RunnerTokenAuth(app)), app

@@ -77,14 +77,31 @@ def test_images_are_recognised_by_their_bytes(agent):
     assert fake.content_type == "application/octet-stream" and not fake.is_inline_image
 
 
-def test_a_file_in_the_system_temp_directory_is_allowed(agent):
+def test_a_file_in_the_sessions_own_temp_directory_is_allowed(agent):
+    temp = Path(agent.session.temp_directory)
+    assert temp.is_dir() and not temp.is_relative_to(agent.directory)
+    assert (temp.stat().st_mode & 0o777) == 0o700  # no other user on the host reads it
+    (temp / "run.log").write_text("from tmp")
+    message = applied_message(agent, agent.call("send_file", {"path": str(temp / "run.log")}))
+    assert message.file.read() == b"from tmp"
+
+
+def test_the_machines_shared_temp_directory_is_not_the_sessions(agent):
     with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as handle:
-        handle.write("from tmp")
+        handle.write("a gateway log, or another session's scratch file")
     try:
-        message = applied_message(agent, agent.call("send_file", {"path": handle.name}))
-        assert message.file.read() == b"from tmp"
+        refused(agent, {"path": handle.name}, "is outside the session directory and the system temp directory")
     finally:
         os.unlink(handle.name)
+
+
+def test_another_sessions_temp_directory_is_refused(agent, make_agent):
+    other = make_agent()
+    theirs = Path(other.session.temp_directory) / "scratch.txt"
+    theirs.write_text("theirs")
+    refused(agent, {"path": str(theirs)}, "is outside the session directory and the system temp directory")
+    relative = os.path.relpath(theirs, agent.session.temp_directory)
+    refused(agent, {"path": str(Path(agent.session.temp_directory) / relative)}, "is outside")
 
 
 def test_the_file_is_copied_at_call_time(agent):
@@ -141,14 +158,14 @@ def test_empty_file_is_refused(agent):
 
 
 def test_nul_in_path_is_refused(agent):
-    refused(agent, {"path": "a\x00b"}, "the path contains a NUL character")
+    refused(agent, {"path": "a\x00b"}, "path: contains a NUL character")
 
 
 def test_more_than_100_mib_is_refused_and_exactly_100_mib_is_sent(agent):
     big = agent.directory / "big.bin"
     with open(big, "wb") as handle:
         handle.truncate(MAX_FILE_BYTES + 1)  # sparse: no 100 MiB written to disk
-    refused(agent, {"path": "big.bin"}, f"big.bin is {MAX_FILE_BYTES + 1} bytes; the limit is 100 MiB")
+    refused(agent, {"path": "big.bin"}, "big.bin is larger than 100 MiB, the limit")
     with open(big, "r+b") as handle:
         handle.truncate(MAX_FILE_BYTES)
     message = applied_message(agent, agent.call("send_file", {"path": "big.bin"}))

@@ -26,9 +26,31 @@ def _where(loc: tuple) -> str:
     return out or "props"
 
 
+# Names pydantic gives the members of a union in an error's location.
+_UNION_MEMBERS = {"str", "constrained-str", "int", "constrained-int", "float", "constrained-float", "bool", "none"}
+
+
+def _union_problem(where: str, errors: list[dict]) -> str:
+    """One problem for a value that matched no member of a union (a cell, a field value)."""
+    kinds = {e["type"] for e in errors}
+    if "finite_number" in kinds:
+        return f"{where}: must be a finite number (not NaN or Infinity)"
+    if "string_too_long" in kinds:
+        limit = next(e["ctx"]["max_length"] for e in errors if e["type"] == "string_too_long")
+        return f"{where}: at most {limit} characters"
+    if kinds & {"less_than_equal", "greater_than_equal"}:
+        return f"{where}: a number between -2^53 and 2^53"
+    return f"{where}: must be a string or a number"
+
+
 def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
     problems = []
+    unions: dict[tuple, list[dict]] = {}
     for err in exc.errors():
+        member = next((i for i, part in enumerate(err["loc"]) if part in _UNION_MEMBERS), None)
+        if member is not None:
+            unions.setdefault(err["loc"][:member], []).append(err)
+            continue
         where, kind, ctx = _where(err["loc"]), err["type"], err.get("ctx", {})
         if kind == "string_too_long":
             text = f"{where}: at most {ctx['max_length']} characters"
@@ -41,6 +63,7 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
         else:
             text = f"{where}: {err['msg']}"
         problems.append(f"{prefix}: {text}")
+    problems.extend(f"{prefix}: {_union_problem(_where(loc), errs)}" for loc, errs in unions.items())
     return problems
 
 

@@ -4,12 +4,23 @@ The parameter model stays loose on purpose (type, props, children) so that one c
 reports every problem of a spec at once, in our words, instead of the first schema error.
 """
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator
 
 ELEMENT_TYPES = ("Card", "Heading", "Text", "Field", "Table", "Chart", "Button", "Divider")
 MAX_ELEMENTS = 500
+MAX_STATE_BYTES = 16 * 1024  # spec.state is kept with the card, not shown: a bound, not a canvas
+MAX_CELL = 500
+MAX_ID = 100
+
+# NaN and Infinity cannot be drawn, compared or stored as JSON: refused as a problem.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+# Integers a browser's JSON keeps exactly; bigger ones could not even be printed (Python
+# refuses int -> str beyond 4,300 digits).
+SafeInt = Annotated[int, Field(ge=-(2**53), le=2**53)]
+ElementId = Annotated[str, Field(min_length=1, max_length=MAX_ID)]
 
 
 class CardElement(BaseModel):
@@ -17,15 +28,26 @@ class CardElement(BaseModel):
 
     type: str = Field(description="One of: " + ", ".join(ELEMENT_TYPES) + ".")
     props: dict[str, Any] = Field(default_factory=dict, description="Depends on the type; see the tool description.")
-    children: list[str] = Field(default_factory=list, description="Ids of child elements (a Card's only).")
+    children: list[ElementId] = Field(
+        default_factory=list, max_length=MAX_ELEMENTS, description="Ids of child elements (a Card's only)."
+    )
 
 
 class CardSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    root: str = Field(description="Id of the root element, a Card.")
-    elements: dict[str, CardElement] = Field(description="Id to {type, props, children}.")
-    state: dict[str, Any] | None = Field(default=None, description="Optional state, kept with the card.")
+    root: ElementId = Field(description="Id of the root element, a Card.")
+    elements: dict[ElementId, CardElement] = Field(description="Id to {type, props, children}.")
+    state: dict[str, Any] | None = Field(
+        default=None, description=f"Optional state, kept with the card; at most {MAX_STATE_BYTES} bytes as JSON."
+    )
+
+    @field_validator("state")
+    @classmethod
+    def _state_is_bounded(cls, state):
+        if state is not None and len(json.dumps(state, allow_nan=False).encode()) > MAX_STATE_BYTES:
+            raise ValueError(f"at most {MAX_STATE_BYTES} bytes as JSON")
+        return state
 
 
 class _Props(BaseModel):
@@ -46,20 +68,21 @@ class TextProps(_Props):
 
 class FieldProps(_Props):
     label: str = Field(min_length=1, max_length=100)
-    value: Annotated[str, Field(max_length=1900)] | int | float
+    value: Annotated[str, Field(max_length=1900)] | SafeInt | Finite
 
 
-Cell = str | int | float | bool | None
+Cell = Annotated[str, Field(max_length=MAX_CELL)] | SafeInt | Finite | bool | None
 
 
 class TableProps(_Props):
-    columns: list[str] | None = Field(default=None, max_length=20)
+    columns: list[Annotated[str, Field(max_length=MAX_CELL)]] | None = Field(default=None, max_length=20)
     rows: list[list[Cell]] = Field()
 
 
 class ChartPoint(_Props):
     label: str = Field(min_length=1, max_length=20)
-    value: float
+    # Bounded so that scales (max - min) stay finite too.
+    value: Finite = Field(ge=-1e15, le=1e15)
 
 
 class ChartSeries(_Props):

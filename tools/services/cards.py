@@ -22,12 +22,12 @@ def cards_post(*, caller: Caller, spec: CardSpec) -> dict:
         raise ToolRefused("invalid card spec: " + "; ".join(shown))
     arguments = spec.model_dump(mode="json")
     values = secret_values_for(caller)
-    if values:
-        refuse_secrets(what="the card", values=values, content="\n".join(strings_in(arguments)))
+    refuse_secrets(what="the card", values=values, content="\n".join(strings_in(arguments)))
     call = tool_call_record(
         caller=caller,
         tool="post_card",
         arguments=arguments,
         payload={"items": items, "blocks": blocks, "text": card_fallback_text(items)},
+        secret_values=values,
     )
     return {"tool_call_id": call.id, "status": call.status}

@@ -25,6 +25,8 @@ def secret_values_for(caller: Caller) -> list[str]:
 
 
 def refuse_secrets(*, what: str, values: list[str], content: str) -> None:
+    if not values:
+        return
     try:
         refuse_if_contains_secret(values=values, content=content)
     except SecretInContent:
@@ -42,11 +44,19 @@ def strings_in(value) -> list[str]:
     return []
 
 
-def tool_call_record(*, caller: Caller, tool: str, arguments: dict, payload: dict, file_name: str = "") -> ToolCall:
+def tool_call_record(
+    *, caller: Caller, tool: str, arguments: dict, payload: dict, secret_values: list[str], file_name: str = ""
+) -> ToolCall:
     """Count the call against the runner's limit and write the outbox row, both or neither.
 
-    The effect task is published once that is committed.
+    Nothing a tool stores may hold a secret in the clear, so every string of the arguments
+    and the payload is checked here, whatever the tool checked before (`secret_values`
+    is required so that no tool can forget it). The effect task is published once that
+    is committed.
     """
+    refuse_secrets(
+        what=f"an argument of {tool}", values=secret_values, content="\n".join(strings_in([arguments, payload]))
+    )
     call = ToolCall(
         session_id=caller.session_id,
         runner_id=caller.runner_id,

@@ -2,18 +2,16 @@
 
 import mimetypes
 import os
-import stat
-import tempfile
 import uuid
-from pathlib import Path
 
 from django.core.files import File
 from django.core.files.storage import default_storage
 
-from tools.caller import Caller
+from tools.caller import Caller, file_roots
 from tools.errors import ToolRefused
 from tools.limits import runner_refuse_if_spent
 from tools.services.common import refuse_secrets, secret_values_for, tool_call_record
+from tools.services.paths import OpenedFile, PathRefused, open_beneath
 
 MAX_FILE_BYTES = 100 * 1024 * 1024
 CHUNK = 1024 * 1024
@@ -31,19 +29,13 @@ def _refuse(text: str):
     raise ToolRefused(text)
 
 
-def _allowed_roots(session_directory: str) -> list[Path]:
-    return [Path(os.path.realpath(session_directory)), Path(os.path.realpath(tempfile.gettempdir()))]
-
-
-def file_resolve(*, session_directory: str, path: str) -> Path:
-    """The real path (symlinks and .. resolved) if it lies inside an allowed root."""
-    if "\x00" in path:
-        _refuse("the path contains a NUL character")
-    candidate = Path(path) if os.path.isabs(path) else Path(session_directory) / path
-    real = Path(os.path.realpath(candidate))
-    if not any(real == root or root in real.parents for root in _allowed_roots(session_directory)):
-        _refuse(f"{path} is outside the session directory and the system temp directory")
-    return real
+def _open(caller: Caller, path: str) -> OpenedFile:
+    try:
+        return open_beneath(path, roots=file_roots(caller), base=caller.session_directory)
+    except PathRefused as exc:
+        raise ToolRefused(str(exc)) from None
+    except OSError as exc:  # a racing path can fail in ways the walk did not foresee
+        raise ToolRefused(f"cannot open {path}: {exc.strerror or exc}") from None
 
 
 def _sniff(head: bytes, name: str) -> str:
@@ -69,49 +61,59 @@ def _contains_any(handle, values: list[str]) -> bool:
     return False
 
 
-def _open_regular(real: Path, path: str) -> int:
-    try:
-        # O_NOFOLLOW: the resolved path must not have become a symlink since; O_NONBLOCK: a FIFO must not hang us.
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        _refuse(f"no file at {path}")
-    except OSError as exc:
-        _refuse(f"cannot open {path}: {exc.strerror}")
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        _refuse(f"{path} is not a regular file")
-    return fd
+class CappedReader:
+    """Reads at most `limit` bytes, however much the file grows while it is read."""
+
+    def __init__(self, handle, limit: int):
+        self.handle, self.remaining = handle, limit
+
+    def read(self, size: int = -1) -> bytes:
+        if self.remaining <= 0:
+            return b""
+        chunk = self.handle.read(min(size if size > 0 else CHUNK, self.remaining))
+        self.remaining -= len(chunk)
+        return chunk
+
+
+def file_copy_capped(*, handle, session_id: int) -> str:
+    """Copy into Calvin's storage, stopping one byte past the limit, so a file that grows
+    while it is copied costs at most 100 MiB + 1 byte of disk before it is refused."""
+    return default_storage.save(
+        f"tool-files/{session_id}/{uuid.uuid4().hex}", File(CappedReader(handle, MAX_FILE_BYTES + 1))
+    )
 
 
 def _check_size(size: int, path: str) -> None:
     if size == 0:
         _refuse(f"{path} is empty")
     if size > MAX_FILE_BYTES:
-        _refuse(f"{path} is {size} bytes; the limit is 100 MiB")
+        _refuse(f"{path} is larger than 100 MiB, the limit")
 
 
 def files_send(
     *, caller: Caller, path: str, comment: str | None = None, title: str | None = None, alt_text: str | None = None
 ) -> dict:
-    real = file_resolve(session_directory=caller.session_directory, path=path)
-    fd = _open_regular(real, path)
-    with os.fdopen(fd, "rb") as handle:
-        _check_size(os.fstat(fd).st_size, path)
+    opened = _open(caller, path)
+    with os.fdopen(opened.fd, "rb") as handle:
+        _check_size(opened.size, path)
         # Cheap early answer, so a runner at its limit cannot make us copy 100 MiB files.
         runner_refuse_if_spent(runner_id=caller.runner_id, tool="send_file")
         values = secret_values_for(caller)
-        if values:
-            outbound = "\n".join(filter(None, [comment, title, alt_text]))
-            refuse_secrets(what="the comment, title or alt text", values=values, content=outbound)
+        # Names are outbound too: the file name and title are shown, the path is stored.
+        refuse_secrets(
+            what="the path, file name, comment, title or alt text",
+            values=values,
+            content="\n".join(filter(None, [path, opened.name, comment, title, alt_text])),
+        )
         # Copied now, under a generated name (the real one travels in the payload): the
         # agent may change or delete its file before the worker runs.
-        stored = default_storage.save(f"tool-files/{caller.session_id}/{uuid.uuid4().hex}", File(handle))
+        stored = file_copy_capped(handle=handle, session_id=caller.session_id)
     try:
         # Every check below reads the copy, i.e. exactly the bytes that will be posted.
         size = default_storage.size(stored)
         _check_size(size, path)
         with default_storage.open(stored, "rb") as copy:
-            content_type = _sniff(copy.read(16), real.name)
+            content_type = _sniff(copy.read(16), opened.name)
             if values:
                 copy.seek(0)
                 if _contains_any(copy, values):
@@ -120,10 +122,16 @@ def files_send(
             caller=caller,
             tool="send_file",
             arguments={"path": path, "comment": comment, "title": title, "alt_text": alt_text},
-            payload={"file_name": real.name, "title": title or real.name, "size": size, "content_type": content_type},
+            payload={
+                "file_name": opened.name,
+                "title": title or opened.name,
+                "size": size,
+                "content_type": content_type,
+            },
             file_name=stored,
+            secret_values=values,
         )
     except BaseException:
         default_storage.delete(stored)
         raise
-    return {"tool_call_id": call.id, "status": call.status, "file_name": real.name, "size": size}
+    return {"tool_call_id": call.id, "status": call.status, "file_name": opened.name, "size": size}
