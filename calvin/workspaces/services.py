@@ -24,23 +24,32 @@ def workspace_create(*, name: str, slug: str, owner_user=None) -> Workspace:
 @dataclass
 class Demo:
     admin_username: str
-    admin_password: str | None  # None: the admin existed already
+    admin_password: str | None  # generated just now, to be shown once; None otherwise
+    admin_has_password: bool
     workspace: Workspace
     session: object
 
 
 @transaction.atomic
-def demo_ensure() -> Demo:
-    """An admin login, a demo workspace and a demo session; creates only what is missing."""
+def demo_ensure(*, can_show_password: bool) -> Demo:
+    """An admin login, a demo workspace and a demo session; creates only what is missing.
+
+    The admin gets a generated password only when it can be shown on a terminal: an output
+    that goes to a file (a log in a shared /tmp) must not hold a working password, so there
+    the admin starts with none and its owner sets one with `manage.py changepassword admin`.
+    """
     from sessions.models import Session
     from sessions.services import session_start
 
     User = get_user_model()
-    password = None
     admin = User.objects.filter(username="admin").first()
     if admin is None:
+        admin = User.objects.create_superuser("admin", "admin@localhost", None)  # no usable password
+    password = None
+    if can_show_password and not admin.has_usable_password():
         password = secrets.token_urlsafe(12)
-        admin = User.objects.create_superuser("admin", "admin@localhost", password)
+        admin.set_password(password)
+        admin.save(update_fields=["password"])
     workspace = Workspace.objects.filter(slug=DEMO_SLUG).first() or workspace_create(
         name="Demo", slug=DEMO_SLUG, owner_user=admin
     )
@@ -48,4 +57,10 @@ def demo_ensure() -> Demo:
     session = Session.objects.filter(workspace=workspace, thread__title=DEMO_THREAD_TITLE).first() or session_start(
         workspace=workspace, owner=owner, title=DEMO_THREAD_TITLE
     )
-    return Demo(admin_username=admin.username, admin_password=password, workspace=workspace, session=session)
+    return Demo(
+        admin_username=admin.username,
+        admin_password=password,
+        admin_has_password=admin.has_usable_password(),
+        workspace=workspace,
+        session=session,
+    )

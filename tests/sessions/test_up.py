@@ -2,9 +2,13 @@
 
 import json
 import os
+import pty
 import re
+import shlex
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +22,7 @@ from tests.conftest import Agent, free_port, text_of, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PG = "postgres://postgres@127.0.0.1:5432"
+BLOCK_END = "Calvin is running. Stop it with Ctrl+C.\n"
 
 
 @pytest.fixture
@@ -30,30 +35,70 @@ def fresh_database():
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def start_up(tmp_path, extra_env: dict):
-    port = free_port()
+class LogFile:
+    """up's output redirected to a file, as in `scripts/up > /tmp/calvin.log`."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.stdout = open(path, "w")
+
+    def text(self) -> str:
+        return self.path.read_text()
+
+
+class Terminal:
+    """up's output on a pseudo-terminal, as when a person runs it; held in memory only."""
+
+    def __init__(self):
+        master, self.stdout = pty.openpty()
+        self._chunks: list[bytes] = []
+        threading.Thread(target=self._read, args=(master,), daemon=True).start()
+
+    def _read(self, master: int) -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # every writer is gone
+                break
+            if not data:
+                break
+            self._chunks.append(data)
+        os.close(master)
+
+    def text(self) -> str:
+        return b"".join(self._chunks).decode(errors="replace").replace("\r\n", "\n")
+
+
+def up_env(tmp_path, extra_env: dict) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "CALVIN_"))}
-    env.update(CALVIN_VAR_DIR=str(tmp_path / "var"), PYTHONUNBUFFERED="1", **extra_env)
-    log_path = tmp_path / "up.log"
+    # A sweep every second: beat's chatter, if it were not quieted, would follow the block.
+    env.update(CALVIN_VAR_DIR=str(tmp_path / "var"), CALVIN_SWEEP_SECONDS="1", PYTHONUNBUFFERED="1", **extra_env)
+    return env
+
+
+def start_up(tmp_path, extra_env: dict, output):
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "up", "--port", str(port)],
         cwd=tmp_path,  # not the project directory: up must not depend on where it is started
-        env=env,
-        stdout=open(log_path, "w"),
-        stderr=subprocess.STDOUT,
+        env=up_env(tmp_path, extra_env),
+        stdin=subprocess.DEVNULL,
+        stdout=output.stdout,
+        stderr=output.stdout,
         start_new_session=True,
     )
+    if isinstance(output.stdout, int):
+        os.close(output.stdout)  # the terminal's other end now belongs to up alone
     deadline = time.monotonic() + 60
-    while "Application startup complete" not in log_path.read_text():
-        assert process.poll() is None, log_path.read_text()
-        assert time.monotonic() < deadline, log_path.read_text()
+    while BLOCK_END not in output.text():
+        assert process.poll() is None, output.text()
+        assert time.monotonic() < deadline, output.text()
         time.sleep(0.2)
-    return process, f"http://127.0.0.1:{port}", log_path
+    return process, f"http://127.0.0.1:{port}"
 
 
-def check_working_platform(base: str, output: str, var: Path) -> None:
+def check_working_platform(base: str, output: str, var: Path, password: str) -> None:
     assert f"Dashboard:   {base}/" in output
-    password = re.search(r"user: admin  password: (\S+)", output).group(1)
     snippet = json.loads((var / "demo.mcp.json").read_text())
     assert json.dumps(snippet, indent=2) in output
     server = snippet["mcpServers"]["calvin"]
@@ -77,23 +122,48 @@ def check_working_platform(base: str, output: str, var: Path) -> None:
         wait_for(lambda: "Hello from up" in http.get(thread).text, timeout=20)
 
 
+def assert_block_is_last(output: str) -> None:
+    """After startup and real use (a tool call applied, pages served, beat ticking every
+    second), nothing has followed the block: no banner, root warning or task chatter."""
+    assert output.count(BLOCK_END) == 1
+    assert output.split(BLOCK_END, 1)[1].strip() == "", output
+    # Celery's banner and its warning about running as root are not shown at all.
+    assert "celery@" not in output and "superuser privileges" not in output, output
+
+
 def stop(process) -> None:
     process.terminate()
     process.wait(timeout=30)
 
 
-def test_embedded_up_on_a_bare_machine(tmp_path):
-    process, base, log = start_up(tmp_path, {"CALVIN_MODE": "one-machine"})
+def test_embedded_up_into_a_log_file_leaves_no_password_there(tmp_path):
+    output = LogFile(tmp_path / "up.log")
+    process, base = start_up(tmp_path, {"CALVIN_MODE": "one-machine"}, output)
     try:
-        output = log.read_text()
-        assert "embedded: SQLite/in-memory, mode one-machine" in output
-        check_working_platform(base, output, tmp_path / "var")
-        assert (tmp_path / "var" / "calvin.sqlite3").exists()
+        log = output.text()
+        assert "embedded: SQLite/in-memory, mode one-machine" in log
+        # Not a terminal: no password is made, so none can be in the log; the block says what to do.
+        assert "password:" not in log
+        with sqlite3.connect(tmp_path / "var" / "calvin.sqlite3") as db:
+            (stored,) = db.execute("SELECT password FROM auth_user WHERE username = 'admin'").fetchone()
+        assert stored.startswith("!")  # Django's unusable password
+        command = re.search(r"set one with: (.+)", log).group(1)
+        subprocess.run(
+            shlex.split(command),
+            input="a-long-passphrase\na-long-passphrase\n",
+            text=True,
+            env=up_env(tmp_path, {"CALVIN_MODE": "one-machine"}),
+            start_new_session=True,  # no terminal: getpass reads the input
+            capture_output=True,
+            check=True,
+        )
+        check_working_platform(base, log, tmp_path / "var", "a-long-passphrase")
+        assert_block_is_last(output.text())
     finally:
         stop(process)
 
 
-def test_up_with_postgresql_and_redis_runs_worker_and_beat_as_processes(tmp_path, fresh_database):
+def test_up_on_a_terminal_with_postgresql_and_redis_shows_a_password_that_no_file_keeps(tmp_path, fresh_database):
     queue = f"calvin-up-{uuid.uuid4().hex[:8]}"
     env = {
         "DATABASE_URL": fresh_database,
@@ -101,15 +171,24 @@ def test_up_with_postgresql_and_redis_runs_worker_and_beat_as_processes(tmp_path
         "CALVIN_QUEUE": queue,
         "CALVIN_CHANNEL_PREFIX": queue,
     }
-    process, base, log = start_up(tmp_path, env)
+    output = Terminal()
+    process, base = start_up(tmp_path, env, output)
     try:
-        output = log.read_text()
-        assert "(PostgreSQL + Redis, mode hosted)" in output
-        check_working_platform(base, output, tmp_path / "var")
-        wait_for(lambda: "beat: Starting" in log.read_text(), timeout=20)
+        screen = output.text()
+        assert "(PostgreSQL + Redis, mode hosted)" in screen
+        password = re.search(r"user: admin  password: (\S+)", screen).group(1)
+        check_working_platform(base, screen, tmp_path / "var", password)
+        for path in tmp_path.rglob("*"):
+            if path.is_file():
+                assert password.encode() not in path.read_bytes(), path
+        # Worker and beat run as processes of their own, still alive after all that.
+        of_up = ["ps", "-ww", "--ppid", str(process.pid), "-o", "args="]
+        children = subprocess.run(of_up, capture_output=True, text=True).stdout
+        assert " worker " in children and " beat " in children, children
+        assert_block_is_last(output.text())
     finally:
         stop(process)
-    assert "Unable to load celery application" not in log.read_text()
+    assert "Unable to load celery application" not in output.text()
     # up takes its worker and beat down with it.
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert queue not in ps

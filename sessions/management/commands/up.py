@@ -1,19 +1,26 @@
 """Start Calvin on one machine: web, worker and beat, with a demo session ready to use."""
 
 import json
+import logging
 import signal
 import subprocess
 import sys
 import threading
+import time
+import warnings
 
 import uvicorn
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from calvin.workspaces.services import demo_ensure
 from sessions.management.commands.issue_token import mcp_json_for
 from sessions.services import runner_start
+
+# Celery warns against a worker running as root; on the machine `up` was started on, that
+# adds nothing and would scroll the printed block away.
+ROOT_WARNING = "ignore:You're running the worker with superuser privileges"
 
 
 class Command(BaseCommand):
@@ -25,50 +32,85 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, **options):
         call_command("migrate", interactive=False, verbosity=0)
-        demo = demo_ensure()
+        # A password is shown only to a terminal: a log file must not hold a working one.
+        demo = demo_ensure(can_show_password=self.stdout.isatty())
         runner, token = runner_start(session=demo.session, host="localhost")
         base = settings.CALVIN_PUBLIC_URL.rstrip("/") or f"http://{host}:{port}"
         snippet = mcp_json_for(url=f"{base}/mcp", token=token)
         (settings.VAR_DIR / "demo.mcp.json").write_text(json.dumps(snippet, indent=2))
         (settings.VAR_DIR / "demo.mcp.json").chmod(0o600)
+        block = self._block(demo=demo, base=base, snippet=snippet)
 
-        embedded = settings.EMBEDDED
-        password = demo.admin_password or "(set at first start; change it with: python manage.py changepassword admin)"
-        self.stdout.write(
-            "\n".join(
-                [
-                    f"Calvin is starting ({'embedded: SQLite/in-memory' if embedded else 'PostgreSQL + Redis'},"
-                    f" mode {settings.CALVIN_MODE}).",
-                    f"Dashboard:   {base}/",
-                    f"Admin:       {base}/admin/  user: {demo.admin_username}  password: {password}",
-                    f"Demo thread: {base}/threads/{demo.session.thread_id}/",
-                    f".mcp.json for Claude Code (also in {settings.VAR_DIR / 'demo.mcp.json'}):",
-                    json.dumps(snippet, indent=2),
-                    "",
-                ]
-            )
-        )
-        self.stdout.flush()
-        children = [] if embedded else self._spawn_worker_and_beat()
-        if embedded:
+        self._quiet_chatter()
+        children = [] if settings.EMBEDDED else self._spawn_worker_and_beat()
+        if settings.EMBEDDED:
             self._start_embedded_worker_and_beat()
+        # From here on uvicorn, worker and beat log only warnings and errors, and the block
+        # is printed once the server listens: it stays the last thing on screen.
+        server = uvicorn.Server(
+            uvicorn.Config("calvin.asgi:application", host=host, port=port, lifespan="on", log_level="warning")
+        )
+        threading.Thread(target=self._announce, args=(server, block), name="announce", daemon=True).start()
         # uvicorn re-raises SIGTERM once it has shut down; turn it into an exit that runs `finally`.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
-            uvicorn.run("calvin.asgi:application", host=host, port=port, lifespan="on", log_level="info")
+            server.run()
         finally:
             for child in children:
                 child.terminate()
             for child in children:
                 child.wait(timeout=10)
+        if not server.started:
+            raise CommandError(f"the web server did not start on {host}:{port} (see above)")
+
+    def _block(self, *, demo, base: str, snippet: dict) -> str:
+        admin = f"Admin:       {base}/admin/  user: {demo.admin_username}"
+        set_password = f"{sys.executable} {settings.BASE_DIR / 'manage.py'} changepassword {demo.admin_username}"
+        below = "\n" + " " * 13
+        if demo.admin_password:
+            admin += f"  password: {demo.admin_password}"
+        elif demo.admin_has_password:
+            admin += f"  (password set earlier){below}change it with: {set_password}"
+        else:
+            admin += f"  (no password yet: one is made only on a terminal){below}set one with: {set_password}"
+        return "\n".join(
+            [
+                f"Calvin is starting ({'embedded: SQLite/in-memory' if settings.EMBEDDED else 'PostgreSQL + Redis'},"
+                f" mode {settings.CALVIN_MODE}).",
+                f"Dashboard:   {base}/",
+                admin,
+                f"Demo thread: {base}/threads/{demo.session.thread_id}/",
+                f".mcp.json for Claude Code (also in {settings.VAR_DIR / 'demo.mcp.json'}):",
+                json.dumps(snippet, indent=2),
+                "Calvin is running. Stop it with Ctrl+C.",
+                "",
+            ]
+        )
+
+    def _announce(self, server: uvicorn.Server, block: str) -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            time.sleep(0.05)
+        self.stdout.write(block)
+        self.stdout.flush()
+
+    def _quiet_chatter(self) -> None:
+        # Only warnings and errors from task runs, beat ticks and each login's lockout reset:
+        # INFO lines there would scroll the block away. On these loggers, not the root:
+        # loading the ASGI app applies Django's LOGGING again, root level included.
+        for name in ("celery", "django_celery_beat", "axes"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        # memory:// has no host; kombu would warn about that on every connection.
+        logging.getLogger("kombu.connection").setLevel(logging.ERROR)
 
     def _spawn_worker_and_beat(self) -> list[subprocess.Popen]:
-        celery = [sys.executable, "-m", "celery", "-A", "calvin"]
+        celery = [sys.executable, "-W", ROOT_WARNING, "-m", "celery", "-A", "calvin", "--quiet"]  # no banners
         return [
             subprocess.Popen(
-                [*celery, "worker", "-l", "info", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE], cwd=settings.BASE_DIR
+                [*celery, "worker", "-l", "warning", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE], cwd=settings.BASE_DIR
             ),
-            subprocess.Popen([*celery, "beat", "-l", "info"], cwd=settings.BASE_DIR),
+            subprocess.Popen([*celery, "beat", "-l", "warning"], cwd=settings.BASE_DIR),
         ]
 
     def _start_embedded_worker_and_beat(self) -> None:
@@ -77,6 +119,7 @@ class Command(BaseCommand):
 
         from calvin.celery import app
 
+        warnings.filterwarnings("ignore", message=ROOT_WARNING.removeprefix("ignore:"))
         worker = app.Worker(
             pool="solo",
             concurrency=1,
@@ -84,7 +127,9 @@ class Command(BaseCommand):
             without_mingle=True,
             without_gossip=True,
             queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
-            loglevel="INFO",
+            loglevel="WARNING",
+            quiet=True,  # no banner
+            redirect_stdouts=False,
         )
         threading.Thread(target=worker.start, name="celery-worker", daemon=True).start()
         beat = Service(app, scheduler_cls=settings.CELERY_BEAT_SCHEDULER)
