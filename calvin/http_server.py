@@ -18,27 +18,45 @@ _TOO_LARGE = (
 )
 
 
+class HeadTooLarge(Exception):
+    pass
+
+
 class HeadCappedHttpTools(HttpToolsProtocol):
     _head_bytes = 0
     _in_head = True
+    _head_refused = False
 
     def data_received(self, data: bytes) -> None:
         if self._in_head:
             self._head_bytes += len(data)
         super().data_received(data)
-        # Still in the head after parsing this chunk: the head alone is over the cap. (A
-        # chunk that ends the head may carry body bytes too; those are not the head's.)
+        # Still in the head after parsing this chunk, and already over the cap: stop
+        # reading now rather than buffer what a slow sender keeps sending.
         if self._in_head and self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
-            self.transport.write(_TOO_LARGE)
-            self.transport.close()
+            self._refuse()
 
     def on_headers_complete(self) -> None:
         self._in_head, self._head_bytes = False, 0
+        # A head that arrived in one read is measured here, before any app code runs.
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if size > MAX_HEAD_BYTES:
+            self._head_refused = True
+            raise HeadTooLarge()  # httptools stops parsing; uvicorn calls send_400_response
         super().on_headers_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        if self._head_refused:
+            return self._refuse()
+        super().send_400_response(msg)
 
     def on_message_complete(self) -> None:
         self._in_head = True  # a kept-alive connection's next request starts with a head
         super().on_message_complete()
+
+    def _refuse(self) -> None:
+        self.transport.write(_TOO_LARGE)
+        self.transport.close()
 
 
 def uvicorn_config(*, host: str, port: int, **options) -> uvicorn.Config:
@@ -50,3 +68,23 @@ def uvicorn_config(*, host: str, port: int, **options) -> uvicorn.Config:
 
 def serve(*, host: str, port: int, **options) -> None:
     uvicorn.Server(uvicorn_config(host=host, port=port, **options)).run()
+
+
+if __name__ == "__main__":
+    # The web process of a scaled deployment: python -m calvin.http_server --host 0.0.0.0 --port 8000
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve Calvin's gateway (Django, /mcp, /ws/) with uvicorn.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--proxy-headers", action="store_true", help="trust X-Forwarded-* from --forwarded-allow-ips")
+    parser.add_argument("--forwarded-allow-ips", default="127.0.0.1")
+    args = parser.parse_args()
+    serve(
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        proxy_headers=args.proxy_headers,
+        forwarded_allow_ips=args.forwarded_allow_ips,
+    )

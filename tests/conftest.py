@@ -1,6 +1,7 @@
 """Real components for every test: PostgreSQL, Redis, a Celery worker, uvicorn, the MCP SDK client."""
 
 import asyncio
+import json
 import shutil
 import socket
 import threading
@@ -13,6 +14,7 @@ import pytest
 import uvicorn
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -31,8 +33,13 @@ def _real_services(django_db_setup, django_db_blocker):
         assert connection.vendor == "postgresql", "run the tests with scripts/test (PostgreSQL and Redis)"
     assert settings.CELERY_BROKER_URL.startswith("redis://"), "run the tests with scripts/test (Redis broker)"
     # Session ids start again with a new test database: start from empty directories too.
-    for leftover in (settings.CALVIN_SESSIONS_DIR, settings.MEDIA_ROOT):
+    for leftover in (settings.CALVIN_SESSIONS_DIR, settings.CALVIN_SESSIONS_TMP_DIR, settings.MEDIA_ROOT):
         shutil.rmtree(leftover, ignore_errors=True)
+    # Runner ids start again too: drop counters an earlier run left in the shared cache.
+    client = cache._cache.get_client()
+    stale = list(client.scan_iter(match=cache.make_key("refusals:*")))
+    if stale:
+        client.delete(*stale)
     yield
     if not connection.settings_dict["NAME"].startswith("test_"):
         return  # no test in this run used the database
@@ -107,6 +114,29 @@ class Agent:
             return await asyncio.gather(*(self._call(tool, a) for a in arguments_list))
 
         return asyncio.run(run_all())
+
+    def raw_call(self, tool: str, arguments_json: str) -> dict:
+        """tools/call with the arguments as JSON text exactly as written (NaN, lone
+        surrogates...), over plain HTTP: the SDK client would normalise them first."""
+        body = (
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": '
+            + json.dumps(tool)
+            + ', "arguments": '
+            + arguments_json
+            + "}}"
+        )
+        response = httpx2.post(
+            self.url,
+            content=body.encode("utf-8", "surrogatepass"),
+            headers={
+                "authorization": f"Bearer {self.token}",
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream",
+            },
+            timeout=60,
+        )
+        assert response.status_code == 200, response.text
+        return response.json()["result"]
 
     def list_tools(self):
         async def run():

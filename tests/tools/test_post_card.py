@@ -1,14 +1,18 @@
 """post_card over real MCP: every problem refused with the full list, Block Kit kept, limits."""
 
+import json
+
+import httpx2
 import pytest
 
 from secrets_vault.crypto import new_key
-from secrets_vault.services import secret_set
+from secrets_vault.services import secret_set, secret_set_for_workspace
 from sessions.models import Message
 from tests.conftest import text_of, wait_for
 from tools.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
+ACCEPT = "application/json, text/event-stream"
 
 
 def card(*children: tuple[str, str, dict], title: str | None = "Report", extra: dict | None = None) -> dict:
@@ -212,10 +216,100 @@ def test_every_problem_is_listed_at_once(agent):
 
 def test_a_malformed_spec_is_refused_by_the_schema(agent):
     result = agent.call("post_card", {"spec": {"root": "r", "elements": {"r": {"props": {}}}}})
-    assert result.is_error and "type" in text_of(result)
+    # pydantic names the missing field by its full location.
+    assert result.is_error and "spec.elements.r.type\n  Field required" in text_of(result), text_of(result)
     result = agent.call("post_card", {"spec": "not an object"})
-    assert result.is_error
+    assert result.is_error and "spec\n  Input should be a valid dictionary" in text_of(result), text_of(result)
     assert not ToolCall.objects.exists()
+
+
+# The seed gives some bounds and Slack the rest (header text 150, button text 75, a section
+# field 2,000 with its label): each is accepted at the bound and refused one past it.
+BOUNDS = [
+    pytest.param("Heading", {"text": "{}"}, "text", 150, id="heading"),
+    pytest.param("Field", {"label": "{}", "value": "v"}, "label", 100, id="field-label"),
+    pytest.param("Field", {"label": "k", "value": "{}"}, "value", 1900, id="field-value"),
+    pytest.param("Button", {"label": "{}", "url": "https://example.com"}, "label", 75, id="button-label"),
+    pytest.param("Text", {"text": "{}"}, "text", 3000, id="text"),
+]
+
+
+@pytest.mark.parametrize(("etype", "props", "prop", "limit"), BOUNDS)
+def test_text_bounds_of_each_element(agent, etype, props, prop, limit):
+    def at(length):
+        return card(("e", etype, {k: ("x" * length if v == "{}" else v) for k, v in props.items()}))
+
+    refused(agent, at(limit + 1), f"elements.e ({etype}): {prop}: at most {limit} characters")
+    posted(agent, at(limit))
+
+
+def test_card_title_bound(agent):
+    refused(agent, card(("t", "Text", {"text": "hi"}), title="x" * 151), "elements.root (Card): title: at most 150")
+    posted(agent, card(("t", "Text", {"text": "hi"}), title="x" * 150))
+
+
+def test_nan_infinity_and_huge_numbers_are_listed_problems(agent):
+    """Sent as raw JSON (NaN, Infinity and 1e999 are what a careless client writes), so the
+    SDK client's own serialiser cannot turn them into null first."""
+    spec = (
+        '{"root": "r", "elements": {"r": {"type": "Card", "props": {"title": "t"}, "children": ["c", "f", "t"]},'
+        ' "c": {"type": "Chart", "props": {"title": "c", "series": [{"name": "s", "points":'
+        ' [{"label": "a", "value": NaN}, {"label": "b", "value": Infinity}, {"label": "c", "value": 1e999}]}]}},'
+        ' "f": {"type": "Field", "props": {"label": "l", "value": -Infinity}},'
+        ' "t": {"type": "Table", "props": {"rows": [[NaN, 1' + "0" * 400 + "]]}}}}"
+    )
+    result = agent.raw_call("post_card", '{"spec": ' + spec + "}")
+    text = result["content"][0]["text"]
+    assert result["isError"] is True
+    for problem in (
+        "elements.c (Chart): series[0].points[0].value: Input should be a finite number",
+        "elements.c (Chart): series[0].points[1].value: Input should be a finite number",
+        "elements.c (Chart): series[0].points[2].value: Input should be a finite number",
+        "elements.f (Field): value: must be a finite number (not NaN or Infinity)",
+        "elements.t (Table): rows[0][0]: must be a finite number (not NaN or Infinity)",
+        "elements.t (Table): rows[0][1]: a number between -2^53 and 2^53",
+    ):
+        assert problem in text, text
+    assert not ToolCall.objects.exists()
+
+
+def test_nul_is_refused_with_where_it_is(agent):
+    spec = card(("t", "Text", {"text": "a\u0000b"}), ("h", "Heading", {"text": "x\u0000"}))
+    result = agent.raw_call("post_card", json.dumps({"spec": spec}))
+    text = result["content"][0]["text"]
+    assert result["isError"] is True
+    assert "spec.elements.t.props.text: contains a NUL character" in text, text
+    assert "spec.elements.h.props.text: contains a NUL character" in text, text
+    assert not ToolCall.objects.exists()
+
+
+def test_an_unpaired_surrogate_is_a_json_parse_error_before_any_tool(agent):
+    body = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "post_card", "arguments": '
+    body += '{"spec": {"root": "\\ud800", "elements": {}}}}}'
+    response = httpx2.post(
+        agent.url,
+        content=body.encode(),
+        headers={"authorization": f"Bearer {agent.token}", "content-type": "application/json", "accept": ACCEPT},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700 and "hex escape" in response.json()["error"]["message"]
+
+
+def test_state_is_bounded(agent):
+    spec = card(("t", "Text", {"text": "hi"}))
+    result = agent.call("post_card", {"spec": {**spec, "state": {"blob": "x" * (16 * 1024)}}})
+    assert result.is_error and "spec.state\n  Value error, at most 16384 bytes as JSON" in text_of(result)
+    posted(agent, {**spec, "state": {"blob": "x" * 1000}})
+
+
+def test_table_cells_and_columns_are_bounded(agent):
+    text = refused(
+        agent,
+        card(("t", "Table", {"columns": ["c" * 501], "rows": [["x" * 501]]})),
+        "elements.t (Table): columns[0]: at most 500 characters",
+        "elements.t (Table): rows[0][0]: at most 500 characters",
+    )
+    assert "Error executing tool post_card:" in text
 
 
 def test_a_full_card_is_kept_as_block_kit_and_shown_in_the_thread(agent):
@@ -288,6 +382,14 @@ def test_fifty_cards_per_runner(agent):
     assert sum(not r.is_error for r in results) == 50
     refusals = [text_of(r) for r in results if r.is_error]
     assert len(refusals) == 5 and all("limit of 50 cards per runner reached" in t for t in refusals)
+
+
+def test_a_workspace_wide_secret_refuses_a_card(agent, settings):
+    settings.SP_STORE_KEY = [new_key()]
+    secret_set_for_workspace(workspace_id=agent.session.workspace_id, name="SHARED", value="ws-card-secret-1")
+    result = agent.call("post_card", {"spec": card(("t", "Text", {"text": "key: ws-card-secret-1"}))})
+    assert result.is_error and "contains the value of one of this session's secrets" in text_of(result)
+    assert not ToolCall.objects.exists()
 
 
 def test_a_card_containing_a_secret_is_refused(agent, settings):

@@ -93,3 +93,87 @@ def test_too_many_card_elements_is_refused_without_work(agent):
     result = call(agent, "post_card", {"spec": {"root": "r", "elements": elements}})["result"]
     assert result["isError"] is True
     assert "at most 500 elements (got 601)" in result["content"][0]["text"]
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
+def test_only_post_is_answered(agent, method):
+    """Stateless JSON: a GET would open an event stream that never closes."""
+    response = httpx2.request(
+        method, agent.url, headers={"authorization": f"Bearer {agent.token}", "accept": ACCEPT}, timeout=5
+    )
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+
+
+def test_a_huge_header_is_cut_off_at_64_kib(agent):
+    """The server stops reading the head past 64 KiB: a 64 MB Authorization header is not
+    read whole (and never reaches the token lookup)."""
+    import socket
+
+    host, port = agent.url.removeprefix("http://").split("/")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer ".encode())
+        sent = 0
+        try:
+            while sent < 64 << 20:
+                conn.sendall(b"a" * (1 << 20))
+                sent += 1 << 20
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server closed the connection: what this test wants
+        assert sent < 8 << 20, f"the server read {sent} bytes of one header"
+        answer = b""
+        try:
+            while chunk := conn.recv(65536):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 431 "), answer[:80]
+
+
+def test_a_head_just_under_the_cap_is_served(agent):
+    response = httpx2.post(
+        agent.url,
+        content=b"{}",
+        headers={"authorization": f"Bearer {agent.token}", "x-padding": "p" * 60_000, "accept": ACCEPT},
+        timeout=10,
+    )
+    assert response.status_code != 431
+
+
+def test_a_foreign_host_header_is_refused(agent):
+    """DNS rebinding: a page on evil.example that resolves to the gateway cannot call tools."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    response = httpx2.post(
+        agent.url,
+        content=body,
+        headers={
+            "authorization": f"Bearer {agent.token}",
+            "content-type": "application/json",
+            "accept": ACCEPT,
+            "host": "evil.example",
+        },
+        timeout=10,
+    )
+    assert response.status_code == 421
+
+
+def test_a_number_too_big_to_parse_is_a_parse_error(agent):
+    body = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "post_card", "arguments": '
+    body += '{"spec": {"root": "r", "elements": {}, "state": {"n": 1' + "0" * 5000 + "}}}}}"
+    response = raw(agent, body.encode())
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+
+
+def test_a_head_over_the_cap_in_one_read_is_refused_before_the_app(agent):
+    import socket
+
+    host, port = agent.url.removeprefix("http://").split("/")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(
+            f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {agent.token}\r\n".encode()
+            + b"X-Padding: "
+            + b"p" * 70_000
+            + b"\r\nContent-Length: 2\r\n\r\n{}"
+        )
+        assert conn.recv(100).startswith(b"HTTP/1.1 431 ")

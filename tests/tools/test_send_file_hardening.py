@@ -137,9 +137,10 @@ def test_a_secret_in_the_file_name_title_or_path_is_refused(agent, vault):
     ):
         text = refused(agent, arguments, "contains the value of one of this session's secrets")
         assert "nothing was sent" in text
-    assert not default_storage.exists(f"tool-files/{agent.session.id}") or not default_storage.listdir(
-        f"tool-files/{agent.session.id}"
-    )[1]
+    assert (
+        not default_storage.exists(f"tool-files/{agent.session.id}")
+        or not default_storage.listdir(f"tool-files/{agent.session.id}")[1]
+    )
 
 
 def test_a_workspace_wide_secret_refuses_a_file(agent, vault):

@@ -28,9 +28,7 @@ class CardElement(BaseModel):
 
     type: str = Field(description="One of: " + ", ".join(ELEMENT_TYPES) + ".")
     props: dict[str, Any] = Field(default_factory=dict, description="Depends on the type; see the tool description.")
-    children: list[ElementId] = Field(
-        default_factory=list, max_length=MAX_ELEMENTS, description="Ids of child elements (a Card's only)."
-    )
+    children: list[ElementId] = Field(default_factory=list, description="Ids of child elements (a Card's only).")
 
 
 class CardSpec(BaseModel):

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from calvin.http_server import uvicorn_config
 from calvin.workspaces.services import demo_ensure
 from sessions.management.commands.issue_token import mcp_json_for
 from sessions.services import runner_start
@@ -47,9 +48,7 @@ class Command(BaseCommand):
             self._start_embedded_worker_and_beat()
         # From here on uvicorn, worker and beat log only warnings and errors, and the block
         # is printed once the server listens: it stays the last thing on screen.
-        server = uvicorn.Server(
-            uvicorn.Config("calvin.asgi:application", host=host, port=port, lifespan="on", log_level="warning")
-        )
+        server = uvicorn.Server(uvicorn_config(host=host, port=port, log_level="warning"))
         threading.Thread(target=self._announce, args=(server, block), name="announce", daemon=True).start()
         # uvicorn re-raises SIGTERM once it has shut down; turn it into an exit that runs `finally`.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -1,0 +1,117 @@
+"""The hostile-input corpus every tool is run against (tests/tools/test_hostile_inputs.py).
+
+Values are JSON text, written as a careless or malicious client would send them, so that
+NaN, Infinity and escapes reach the server as written (a client library would normalise
+them). A new tool adds a valid call to VALID_CALLS; the test then puts every value of the
+corpus into each of its arguments (and, for post_card, into every prop of a card).
+"""
+
+import json
+
+LONG = 200_000
+
+PATHS = [
+    '"../../../../etc/passwd"',
+    '"/etc/passwd"',
+    '"/proc/self/environ"',
+    '"/dev/zero"',
+    '"/tmp"',
+    '"~/.ssh/id_rsa"',
+    '"."',
+    '".."',
+    '"/"',
+    '"ok.txt/"',
+    '"ok.txt/.."',
+    '"./././ok.txt/../../../etc/passwd"',
+    '"C:\\\\Windows\\\\system.ini"',
+    '"file:///etc/passwd"',
+    json.dumps("a/" * 3000 + "ok.txt"),
+]
+
+STRINGS = [
+    '""',
+    '" "',
+    '"\\u0000"',
+    '"ok\\u0000.txt"',
+    '"\\u202egnp.exe"',  # right-to-left override
+    '"\\u200b\\ufeff"',  # zero-width space, byte order mark
+    '"e\\u0301\\u0301\\u0301"',  # combining marks
+    '"\\ud83d\\udca5 \\ud83d\\udd25"',  # emoji, as surrogate pairs
+    '"<img src=x onerror=alert(1)>"',
+    '"</script><script>alert(1)</script>"',
+    '"${jndi:ldap://x/a} %s%n {{7*7}}"',
+    '"line one\\nline two\\r\\n\\t"',
+    '"@channel @here <!everyone>"',
+    json.dumps("x" * LONG),
+]
+
+NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "0", "-0", "1e-400", "9007199254740993", "-1", "3.5"]
+
+SHAPES = ["null", "true", "false", "[]", "{}", '["x"]', '{"a": "b"}', "[" * 60 + "]" * 60]
+
+CORPUS = PATHS + STRINGS + NUMBERS + SHAPES
+
+# Values no JSON parser should accept as they are; the server answers a JSON-RPC parse
+# error before any tool runs.
+UNPARSEABLE = ['"\\ud800"', '"\\udfff x"', "1" + "0" * 5000, "[" * 100_000 + "]" * 100_000]
+
+
+def _card(**props_by_id) -> dict:
+    elements = {
+        "root": {"type": "Card", "props": {"title": "Report"}, "children": ["h", "t", "f", "tb", "c", "b"]},
+        "h": {"type": "Heading", "props": {"text": "Heading"}},
+        "t": {"type": "Text", "props": {"text": "Some *text*"}},
+        "f": {"type": "Field", "props": {"label": "Branch", "value": "main"}},
+        "tb": {"type": "Table", "props": {"columns": ["a", "b"], "rows": [["1", 2]]}},
+        "c": {
+            "type": "Chart",
+            "props": {
+                "kind": "bar",
+                "title": "Latency",
+                "series": [{"name": "p50", "points": [{"label": "x", "value": 1}]}],
+            },
+        },
+        "b": {"type": "Button", "props": {"label": "Open", "url": "https://example.com/run"}},
+    }
+    return {"root": "root", "elements": elements, "state": {"k": "v"}}
+
+
+# One valid call per tool. Every tool the gateway lists must be here.
+VALID_CALLS = {
+    "send_file": {"path": "ok.txt", "comment": "c", "title": "t", "alt_text": "a"},
+    "post_card": {"spec": _card()},
+}
+
+# Where, inside a valid post_card spec, each corpus value is put in turn (a JSON path).
+CARD_SLOTS = [
+    ("root",),
+    ("elements", "root", "props", "title"),
+    ("elements", "root", "children", 0),
+    ("elements", "h", "type"),
+    ("elements", "h", "props", "text"),
+    ("elements", "t", "props", "text"),
+    ("elements", "f", "props", "label"),
+    ("elements", "f", "props", "value"),
+    ("elements", "tb", "props", "columns", 0),
+    ("elements", "tb", "props", "rows", 0, 0),
+    ("elements", "c", "props", "kind"),
+    ("elements", "c", "props", "title"),
+    ("elements", "c", "props", "series", 0, "name"),
+    ("elements", "c", "props", "series", 0, "points", 0, "label"),
+    ("elements", "c", "props", "series", 0, "points", 0, "value"),
+    ("elements", "b", "props", "label"),
+    ("elements", "b", "props", "url"),
+    ("state", "k"),
+]
+
+MARK = "__HOSTILE__"
+
+
+def with_value_at(arguments: dict, path: tuple, value_json: str) -> str:
+    """The arguments as JSON text, with `value_json` spliced in verbatim at `path`."""
+    copy = json.loads(json.dumps(arguments))
+    node = copy
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = MARK
+    return json.dumps(copy).replace(json.dumps(MARK), value_json)
