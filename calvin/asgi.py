@@ -10,8 +10,8 @@ django_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from calvin.dashboard.origin import SameOriginValidator  # noqa: E402
 from calvin.routing import websocket_urlpatterns  # noqa: E402
 from tools.server import build_http_app  # noqa: E402
 
@@ -28,7 +28,7 @@ async def http_app(scope, receive, send):
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         # The MCP SDK's session manager runs inside the Starlette app's lifespan.
         "lifespan": mcp_starlette,
     }

@@ -1,6 +1,7 @@
 """Pushes to the pages that watch a thread live (Channels groups)."""
 
 import asyncio
+import hashlib
 import logging
 import threading
 
@@ -11,7 +12,9 @@ from django.template.loader import render_to_string
 from sessions.models import Message
 
 log = logging.getLogger(__name__)
-CATCH_UP_LIMIT = 200
+# One catch-up answer renders at most this much; a page that missed more reloads (latest page).
+CATCH_UP_MESSAGES = 100
+CATCH_UP_BYTES = 512 * 1024
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
@@ -43,9 +46,22 @@ def message_event(message: Message) -> dict:
     }
 
 
-def thread_broadcast(message: Message) -> None:
-    send = get_channel_layer().group_send(thread_group(message.thread_id), message_event(message))
+def user_group(user_id: int) -> str:
+    return f"user.{user_id}"
+
+
+def login_group(session_key: str) -> str:
+    # Group names end up in Redis keys: a digest, never the session key (a bearer credential).
+    return "login." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+def _group_send(group: str, event: dict) -> None:
+    send = get_channel_layer().group_send(group, event)
     asyncio.run_coroutine_threadsafe(send, _layer_loop()).result(timeout=10)
+
+
+def thread_broadcast(message: Message) -> None:
+    _group_send(thread_group(message.thread_id), message_event(message))
 
 
 def thread_push_on_commit(message: Message) -> None:
@@ -64,7 +80,34 @@ def thread_push_on_commit(message: Message) -> None:
     transaction.on_commit(push)
 
 
-def thread_events_since(thread_id: int, since: int) -> list[dict]:
-    """What a page that last saw message `since` has missed."""
-    messages = Message.objects.filter(thread_id=thread_id, id__gt=since).select_related("member").order_by("id")
-    return [message_event(m) for m in messages[:CATCH_UP_LIMIT]]
+def thread_catch_up(thread_id: int, since: int) -> tuple[list[dict], bool]:
+    """What a page that last saw message `since` has missed, or ([], True) when that is more than one answer holds."""
+    query = Message.objects.filter(thread_id=thread_id, id__gt=since).select_related("member").order_by("id")
+    messages = list(query[: CATCH_UP_MESSAGES + 1])
+    if len(messages) > CATCH_UP_MESSAGES:
+        return [], True
+    events, size = [], 0
+    for message in messages:
+        events.append(message_event(message))
+        size += len(events[-1]["html"].encode())
+        if size > CATCH_UP_BYTES:
+            return [], True
+    return events, False
+
+
+def _push_quietly(group: str, event: dict) -> None:
+    # A lost push leaves the socket open until its next catch-up, which re-checks access itself.
+    try:
+        _group_send(group, event)
+    except Exception:
+        log.warning("push of %s to %s failed", event["type"], group.split(".")[0], exc_info=True)
+
+
+def access_recheck_on_commit(user_id: int) -> None:
+    """The person's sockets re-check their access once the change that may have taken it commits."""
+    transaction.on_commit(lambda: _push_quietly(user_group(user_id), {"type": "access.recheck"}))
+
+
+def login_ended_push(session_key: str) -> None:
+    """Close the sockets opened under one login session (its logout), not the person's other logins."""
+    _push_quietly(login_group(session_key), {"type": "login.ended"})

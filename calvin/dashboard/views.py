@@ -2,6 +2,7 @@
 
 import asyncio
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -14,10 +15,17 @@ from calvin.dashboard.selectors import (
     memberships_of,
     recent_tool_calls_for,
     thread_for,
+    thread_messages_page,
     threads_visible_to,
 )
 from sessions.models import Message
 from sessions.services import message_post_by_person, session_start
+
+
+def login_locked_out(request, *args, **kwargs):
+    """django-axes' answer once a username has failed too often from this address (AXES_LOCKOUT_CALLABLE)."""
+    minutes = round(settings.AXES_COOLOFF_TIME * 60)  # axes reads the setting as hours
+    return render(request, "registration/locked_out.html", {"minutes": minutes}, status=429)
 
 
 @login_required
@@ -46,14 +54,20 @@ def thread_start(request):
     return redirect("dashboard:thread", thread_id=session.thread_id)
 
 
+THREAD_PAGE_SIZE = 50
+
+
 @login_required
 def thread_detail(request, thread_id: int):
+    """The latest messages, live; ?before=<message id> shows earlier ones (not live)."""
     thread = thread_for(request.user, thread_id)
-    return render(
-        request,
-        "chat/thread.html",
-        {"thread": thread, "messages": thread.messages.select_related("member"), "form": ReplyForm()},
-    )
+    before = request.GET.get("before")
+    if before is not None and not (before.isdigit() and len(before) < 19):
+        return HttpResponseBadRequest("before must be a message id.")
+    before = int(before) if before is not None else None
+    messages, has_earlier = thread_messages_page(thread, before=before, size=THREAD_PAGE_SIZE)
+    context = {"thread": thread, "messages": messages, "has_earlier": has_earlier, "live": before is None}
+    return render(request, "chat/thread.html", {**context, "form": ReplyForm()})
 
 
 @login_required

@@ -2,6 +2,7 @@
 
 import re
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import httpx2
 import pytest
@@ -85,17 +86,35 @@ def foreign_session(other_workspace, stranger_member):
     return session_start(workspace=other_workspace, owner=stranger_member, prompt="Globex secret plan")
 
 
-def login_cookie(base_url: str, username: str, password: str) -> str:
-    """Log in through the real login form over HTTP; returns the `sessionid` cookie's value."""
+def csrf_token_in(html: str) -> str:
+    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
+
+
+def post_login_form(http, username: str, password: str, path: str = "/accounts/login/"):
+    """One attempt through a real login form (the dashboard's or the admin's); returns the response."""
+    token = csrf_token_in(http.get(path).text)
+    return http.post(path, data={"username": username, "password": password, "csrfmiddlewaretoken": token})
+
+
+@contextmanager
+def logged_in(base_url: str, username: str, password: str):
+    """An HTTP client logged in through the real login form; it keeps its cookies (log out with `log_out`)."""
     with httpx2.Client(base_url=base_url, timeout=10) as http:
-        page = http.get("/accounts/login/")
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-        response = http.post(
-            "/accounts/login/",
-            data={"username": username, "password": password, "csrfmiddlewaretoken": token},
-        )
+        response = post_login_form(http, username, password)
         assert response.status_code == 302, response.text
         assert response.headers["location"] == "/"
+        yield http
+
+
+def log_out(http) -> None:
+    """Press the header's "Log out" button: a POST with the page's CSRF token."""
+    response = http.post("/accounts/logout/", data={"csrfmiddlewaretoken": csrf_token_in(http.get("/").text)})
+    assert response.status_code == 302, response.text
+
+
+def login_cookie(base_url: str, username: str, password: str) -> str:
+    """Log in through the real login form over HTTP; returns the `sessionid` cookie's value."""
+    with logged_in(base_url, username, password) as http:
         return http.cookies["sessionid"]
 
 
@@ -118,18 +137,31 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture
-def page(monkeypatch):
-    """A page in Debian's Chromium, driven by Playwright's sync API."""
+def browser(monkeypatch):
+    """Debian's Chromium, driven by Playwright's sync API."""
     # The sync API keeps an event loop running in this thread; the test's ORM calls are still synchronous.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page()
-            page.set_default_timeout(15_000)
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    page = browser.new_page()
+    page.set_default_timeout(15_000)
+    return page
+
+
+def browser_login(page, base_url: str, username: str, password: str) -> None:
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button:text-is('Log in')")
+    page.wait_for_url(f"{base_url}/")
 
 
 def off_the_loop(fn, *args, **kwargs):

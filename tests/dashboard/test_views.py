@@ -1,6 +1,7 @@
 """The dashboard and web-channel views through Django's test client: login, tenancy, starting, replying, files."""
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from django.core.files.storage import default_storage
 from sessions.models import Message, Session, Thread, Turn
 from sessions.services import session_start
 from tests.dashboard.conftest import PNG_1X1
+from tools.models import ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -198,3 +200,55 @@ def test_another_workspaces_file_is_404(owner_client, own_session, foreign_sessi
 def test_a_message_that_is_not_a_file_has_no_file_url(owner_client, own_session):
     prompt = Message.objects.get(thread=own_session.thread)
     assert owner_client.get(f"/threads/{own_session.thread_id}/files/{prompt.id}/").status_code == 404
+
+
+def shown_message_ids(page: str) -> list[int]:
+    return [int(i) for i in re.findall(r'id="message-(\d+)"', page)]
+
+
+def test_a_long_thread_shows_its_latest_page_with_a_link_to_earlier_ones(owner_client, own_session):
+    thread = own_session.thread
+    Message.objects.bulk_create(
+        [Message(thread=thread, author=Message.Author.AGENT, text=f"line {i}") for i in range(119)]
+    )
+    ids = list(Message.objects.filter(thread=thread).values_list("id", flat=True))
+    assert len(ids) == 120
+
+    latest = owner_client.get(f"/threads/{thread.id}/").content.decode()
+    assert shown_message_ids(latest) == ids[-50:]
+    assert f'href="?before={ids[-50]}"' in latest and f'data-live="/ws/threads/{thread.id}/"' in latest
+
+    earlier = owner_client.get(f"/threads/{thread.id}/", {"before": ids[-50]}).content.decode()
+    assert shown_message_ids(earlier) == ids[-100:-50]
+    assert f'href="?before={ids[-100]}"' in earlier
+    assert "data-live" not in earlier and f'href="/threads/{thread.id}/">latest messages</a>' in earlier
+
+    first = owner_client.get(f"/threads/{thread.id}/", {"before": ids[-100]}).content.decode()
+    assert shown_message_ids(first) == ids[:20]
+    assert "?before=" not in first and "Acme nightly build" in first  # the prompt, on the first page
+
+
+def test_a_thread_page_is_bounded_however_large_its_messages(owner_client, own_session):
+    thread = own_session.thread
+    Message.objects.bulk_create(
+        [Message(thread=thread, author=Message.Author.AGENT, text="x" * 40_000) for _ in range(200)]
+    )
+    response = owner_client.get(f"/threads/{thread.id}/")
+    assert response.status_code == 200
+    assert len(shown_message_ids(response.content.decode())) == 50
+    assert len(response.content) < 50 * 41_000 + 20_000  # not the 8 MB of the whole thread
+
+
+@pytest.mark.parametrize("before", ["abc", "-1", "1e3", "99999999999999999999999"])
+def test_a_page_before_something_that_is_not_a_message_id_is_refused(owner_client, own_session, before):
+    response = owner_client.get(f"/threads/{own_session.thread_id}/", {"before": before})
+    assert response.status_code == 400
+
+
+def test_recent_tool_calls_on_the_home_page_are_only_the_persons_workspaces(owner_client, own_session, foreign_session):
+    own = ToolCall.objects.create(session=own_session, tool="post_card", status=ToolCall.Status.APPLIED)
+    foreign = ToolCall.objects.create(session=foreign_session, tool="send_file", status=ToolCall.Status.FAILED)
+    page = owner_client.get("/").content.decode()
+    assert f"<td>{own.id}</td><td>post_card</td>" in page
+    assert f"<td>{foreign.id}</td>" not in page and "send_file" not in page
+    assert f'href="/threads/{foreign_session.thread_id}/"' not in page and "Globex secret plan" not in page
