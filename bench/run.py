@@ -540,7 +540,9 @@ async def bench(plan: Plan, procs: Processes) -> dict:
     print(f"calvin_bench migrated, {len(fixtures['runners'])} runner tokens issued ({time.monotonic() - t:.1f} s)")
     pool = TokenPool(fixtures["runners"])
     port = free_port()
-    procs.start("calvin", uvicorn_cmd("calvin.asgi:application", port), env)
+    # Calvin as it is deployed: uvicorn through calvin.http_server (its capped-head protocol).
+    calvin_cmd = [str(BIN / "python"), "-m", "calvin.http_server", "--port", str(port)]
+    procs.start("calvin", [*calvin_cmd, "--log-level", "warning", "--no-access-log"], env)
     procs.start(
         "worker",
         [

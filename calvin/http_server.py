@@ -67,7 +67,8 @@ def uvicorn_config(*, host: str, port: int, **options) -> uvicorn.Config:
 
 
 def serve(*, host: str, port: int, **options) -> None:
-    uvicorn.Server(uvicorn_config(host=host, port=port, **options)).run()
+    """uvicorn.run (not Server.run), so that --workers N starts N processes."""
+    uvicorn.run("calvin.asgi:application", host=host, port=port, lifespan="on", http=HeadCappedHttpTools, **options)
 
 
 if __name__ == "__main__":
@@ -80,6 +81,8 @@ if __name__ == "__main__":
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--proxy-headers", action="store_true", help="trust X-Forwarded-* from --forwarded-allow-ips")
     parser.add_argument("--forwarded-allow-ips", default="127.0.0.1")
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--no-access-log", action="store_true")
     args = parser.parse_args()
     serve(
         host=args.host,
@@ -87,4 +90,6 @@ if __name__ == "__main__":
         workers=args.workers,
         proxy_headers=args.proxy_headers,
         forwarded_allow_ips=args.forwarded_allow_ips,
+        log_level=args.log_level,
+        access_log=not args.no_access_log,
     )
