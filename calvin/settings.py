@@ -206,6 +206,7 @@ AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_MINUTES", default=15) / 60  # axes r
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "calvin.dashboard.views.login_locked_out"
+AXES_VERBOSE = env.bool("AXES_VERBOSE", default=False)  # its banner and per-login lines are noise in `up`
 
 # Content-Security-Policy (django-csp): scripts and styles only from this site's static
 # files, never inline, so markup an agent smuggled into a page could not run.

@@ -1,0 +1,156 @@
+"""open_beneath on its own: every way out of the roots is refused, every way within works.
+
+No database and no server: the walk is pure `os`, and these run in milliseconds (the
+mutation tester runs them once per mutant).
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tools.services.paths import MAX_SYMLINKS, PathRefused, open_beneath
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """session/ and temp/ are the roots; outside/ is not."""
+    session, temp, outside = tmp_path / "session", tmp_path / "temp", tmp_path / "outside"
+    for directory in (session / "sub" / "deep", temp, outside):
+        directory.mkdir(parents=True)
+    (session / "top.txt").write_text("top")
+    (session / "sub" / "deep" / "f.txt").write_text("deep")
+    (temp / "t.log").write_text("temp")
+    (outside / "secret.txt").write_text("outside")
+    return session, temp, outside
+
+
+def read(tree, path: str) -> tuple[str, str]:
+    session, temp, _ = tree
+    opened = open_beneath(path, roots=[str(session), str(temp)], base=str(session))
+    with os.fdopen(opened.fd, "rb") as handle:
+        data = handle.read().decode()
+    assert opened.size == len(data)
+    return data, opened.name
+
+
+def refusal(tree, path: str) -> str:
+    with pytest.raises(PathRefused) as caught:
+        read(tree, path)
+    return str(caught.value)
+
+
+def test_relative_absolute_and_temp_paths(tree):
+    session, temp, _ = tree
+    assert read(tree, "top.txt") == ("top", "top.txt")
+    assert read(tree, "./sub/./deep/f.txt") == ("deep", "f.txt")
+    assert read(tree, "sub//deep/f.txt") == ("deep", "f.txt")
+    assert read(tree, str(session / "sub" / "deep" / "f.txt")) == ("deep", "f.txt")
+    assert read(tree, str(temp / "t.log")) == ("temp", "t.log")
+    assert read(tree, "sub/deep/../../top.txt") == ("top", "top.txt")
+
+
+def test_dotdot_cannot_climb_above_a_root(tree):
+    session, temp, _ = tree
+    outside = "is outside the session directory and the system temp directory"
+    assert refusal(tree, "../outside/secret.txt").endswith(outside)
+    assert refusal(tree, "sub/../../outside/secret.txt").endswith(outside)
+    assert outside in refusal(tree, str(session) + "/../outside/secret.txt")
+    assert outside in refusal(tree, str(temp) + "/../session/top.txt")  # not even into the other root
+    assert outside in refusal(tree, "..")
+
+
+def test_absolute_paths_are_matched_by_component_not_by_prefix(tree):
+    session, _, _ = tree
+    sibling = Path(str(session) + "-other")
+    sibling.mkdir()
+    (sibling / "x.txt").write_text("sibling")
+    assert "is outside" in refusal(tree, str(sibling / "x.txt"))
+    assert "is outside" in refusal(tree, "/etc/passwd")
+
+
+def test_a_root_given_through_a_symlink_matches_its_real_path(tree, tmp_path):
+    session, temp, _ = tree
+    alias = tmp_path / "alias"
+    alias.symlink_to(session)
+    opened = open_beneath(str(session / "top.txt"), roots=[str(alias), str(temp)], base=str(alias))
+    os.close(opened.fd)
+    assert opened.name == "top.txt"
+
+
+def test_symlinks_inside_are_followed(tree):
+    session, temp, _ = tree
+    (session / "rel").symlink_to("sub/deep")
+    (session / "abs").symlink_to(session / "sub")
+    (session / "to-temp").symlink_to(temp / "t.log")
+    (session / "sub" / "up").symlink_to("../top.txt")
+    assert read(tree, "rel/f.txt") == ("deep", "f.txt")
+    assert read(tree, "abs/deep/f.txt") == ("deep", "f.txt")
+    assert read(tree, "to-temp") == ("temp", "t.log")
+    assert read(tree, "sub/up") == ("top", "top.txt")
+    assert read(tree, "rel/../deep/f.txt") == ("deep", "f.txt")  # .. of the link's target, as the kernel does
+
+
+def test_symlinks_out_are_refused_wherever_they_are(tree):
+    session, _, outside = tree
+    (session / "out-abs").symlink_to(outside / "secret.txt")
+    (session / "out-dir").symlink_to(outside)
+    (session / "sub" / "out-rel").symlink_to("../../outside/secret.txt")
+    (session / "etc").symlink_to("/etc")
+    for path in ("out-abs", "out-dir/secret.txt", "sub/out-rel", "etc/passwd"):
+        assert "is outside" in refusal(tree, path), path
+
+
+def test_symlink_loops_and_chains_are_bounded(tree):
+    session, _, _ = tree
+    (session / "a").symlink_to("b")
+    (session / "b").symlink_to("a")
+    assert refusal(tree, "a") == "cannot open a: too many levels of symbolic links"
+    previous = "top.txt"
+    for i in range(MAX_SYMLINKS):
+        (session / f"l{i}").symlink_to(previous)
+        previous = f"l{i}"
+    assert read(tree, f"l{MAX_SYMLINKS - 1}") == ("top", "top.txt")  # exactly the limit: fine
+    (session / "one-more").symlink_to(previous)
+    assert "too many levels" in refusal(tree, "one-more")
+
+
+def test_what_is_not_a_regular_file(tree):
+    session, _, _ = tree
+    os.mkfifo(session / "fifo")
+    assert refusal(tree, "fifo") == "fifo is not a regular file"
+    assert refusal(tree, "sub") == "sub is not a regular file"
+    assert refusal(tree, "sub/deep/..") == "sub/deep/.. is not a regular file"
+    assert refusal(tree, ".") == ". is not a regular file"
+    assert refusal(tree, "") == " is not a regular file"
+    assert refusal(tree, "top.txt/") == "top.txt/ is not a regular file"
+
+
+def test_missing_and_misused_names(tree):
+    assert refusal(tree, "nothing.txt") == "no file at nothing.txt"
+    assert refusal(tree, "top.txt/x") == "no file at top.txt/x"
+    assert refusal(tree, "top.txt/..") == "no file at top.txt/.."
+    assert refusal(tree, "nodir/x.txt") == "no file at nodir/x.txt"
+    assert refusal(tree, "a\x00b") == "the path contains a NUL character"
+
+
+def test_a_missing_root_is_a_clear_refusal(tree, tmp_path):
+    with pytest.raises(PathRefused, match="its directory is not available"):
+        open_beneath("x", roots=[str(tmp_path / "gone")], base=str(tmp_path / "gone"))
+
+
+def test_no_descriptor_is_leaked(tree):
+    session, _, _ = tree
+    (session / "loop").symlink_to("loop")
+    before = len(os.listdir("/proc/self/fd"))
+    for path in ("top.txt", "nothing", "../x", "loop", "sub", "sub/deep/f.txt/x"):
+        try:
+            os.close(read_fd(tree, path))
+        except PathRefused:
+            pass
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def read_fd(tree, path: str) -> int:
+    session, temp, _ = tree
+    return open_beneath(path, roots=[str(session), str(temp)], base=str(session)).fd
