@@ -17,10 +17,13 @@ spec.root is the id of a Card; spec.elements maps ids to {type, props, children}
 - Card {title?} with children (ids, in order); only the root is a Card.
 - Heading {text <=150}; Text {text <=3000, Slack mrkdwn}; Divider {}.
 - Field {label <=100, value}: key facts; at most 10 per card.
-- Table {columns? (<=20), rows: [[cell]]}: one per card; at most 100 rows (header included), 20 columns.
+- Table {columns? (<=20), rows: [[cell]]}: one per card; at most 100 rows (header included), 20 columns;
+  a cell or column name is a string of at most 500 characters, a number, a boolean or null.
 - Chart {kind: bar|line, title <=50, series: [{name <=20, points: [{label <=20, value}]}]}:
-  two per card; 12 series, 20 points.
+  two per card; 12 series, 20 points; values are finite numbers within +-1e15.
 - Button {label <=75, url}: links only.
+Element ids are 1 to 100 characters; spec.state is at most 16 KiB as JSON. Numbers are finite
+(no NaN or Infinity) and no string may contain NUL.
 At most 50 Slack blocks; 50 cards per runner. An invalid spec is refused with the list of problems."""
 
 
