@@ -252,3 +252,25 @@ def test_recent_tool_calls_on_the_home_page_are_only_the_persons_workspaces(owne
     assert f"<td>{own.id}</td><td>post_card</td>" in page
     assert f"<td>{foreign.id}</td>" not in page and "send_file" not in page
     assert f'href="/threads/{foreign_session.thread_id}/"' not in page and "Globex secret plan" not in page
+
+
+@pytest.mark.parametrize(("messages", "has_earlier"), [(50, False), (51, True)])
+def test_the_earlier_link_appears_exactly_when_there_are_earlier_messages(
+    owner_client, own_session, messages, has_earlier
+):
+    thread = own_session.thread  # the prompt is its first message
+    Message.objects.bulk_create(
+        [Message(thread=thread, author=Message.Author.AGENT, text=f"line {i}") for i in range(messages - 1)]
+    )
+    page = owner_client.get(f"/threads/{thread.id}/").content.decode()
+    assert len(shown_message_ids(page)) == 50
+    assert ('id="earlier-messages"' in page) is has_earlier
+
+
+def test_the_home_page_lists_the_latest_twenty_tool_calls(owner_client, own_session):
+    calls = ToolCall.objects.bulk_create(
+        [ToolCall(session=own_session, tool="post_card", status=ToolCall.Status.APPLIED) for _ in range(21)]
+    )
+    page = owner_client.get("/").content.decode()
+    shown = [int(i) for i in re.findall(r"<td>(\d+)</td><td>post_card</td>", page)]
+    assert shown == sorted((c.id for c in calls), reverse=True)[:20]
