@@ -154,3 +154,31 @@ def test_no_descriptor_is_leaked(tree):
 def read_fd(tree, path: str) -> int:
     session, temp, _ = tree
     return open_beneath(path, roots=[str(session), str(temp)], base=str(session)).fd
+
+
+def _failing_open(monkeypatch, fails, error: OSError):
+    real_open = os.open
+
+    def fake(path, flags, *args, **kwargs):
+        if fails(str(path)):
+            raise error
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", fake)
+
+
+def test_a_file_that_cannot_be_reopened_for_reading_is_a_clear_refusal(tree, monkeypatch):
+    """The O_PATH descriptor is reopened through /proc; if that fails (no /proc, or a mode
+    that forbids reading), the agent hears why."""
+    _failing_open(monkeypatch, lambda p: p.startswith("/proc/self/fd/"), PermissionError(13, "Permission denied"))
+    assert refusal(tree, "top.txt") == "cannot open top.txt: Permission denied"
+
+
+def test_other_errors_of_a_step_are_named(tree, monkeypatch):
+    _failing_open(monkeypatch, lambda p: p == "sub", OSError(5, "Input/output error"))
+    assert refusal(tree, "sub/deep/f.txt") == "cannot open sub/deep/f.txt: Input/output error"
+
+
+def test_an_error_without_a_description_still_says_something(tree, monkeypatch):
+    _failing_open(monkeypatch, lambda p: p == "sub", OSError("stale handle"))
+    assert refusal(tree, "sub/deep/f.txt") == "cannot open sub/deep/f.txt: stale handle"
