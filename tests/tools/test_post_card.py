@@ -267,7 +267,7 @@ def test_nan_infinity_and_huge_numbers_are_listed_problems(agent):
         "elements.c (Chart): series[0].points[2].value: Input should be a finite number",
         "elements.f (Field): value: must be a finite number (not NaN or Infinity)",
         "elements.t (Table): rows[0][0]: must be a finite number (not NaN or Infinity)",
-        "elements.t (Table): rows[0][1]: a number between -2^53 and 2^53",
+        "elements.t (Table): rows[0][1]: a whole number between -2^53 and 2^53",
     ):
         assert problem in text, text
     assert not ToolCall.objects.exists()
@@ -293,6 +293,31 @@ def test_an_unpaired_surrogate_is_a_json_parse_error_before_any_tool(agent):
     )
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32700 and "hex escape" in response.json()["error"]["message"]
+
+
+def test_integers_are_kept_exactly_or_refused(agent):
+    refused(
+        agent,
+        card(("f", "Field", {"label": "big", "value": 2**53 + 1}), ("t", "Table", {"rows": [[-(2**53) - 1]]})),
+        "elements.f (Field): value: a whole number between -2^53 and 2^53",
+        "elements.t (Table): rows[0][0]: a whole number between -2^53 and 2^53",
+    )
+    exact = posted(
+        agent, card(("f", "Field", {"label": "big", "value": 2**53}), ("t", "Table", {"rows": [[-(2**53)]]}))
+    )
+    assert exact.card[1]["items"][0]["value"] == str(2**53) and exact.card[2]["rows"] == [[str(-(2**53))]]
+
+
+def test_element_count_and_id_length_bounds(agent):
+    def dividers(count: int) -> dict:
+        elements = {f"d{i}": {"type": "Divider"} for i in range(count - 1)}
+        return {"root": "r", "elements": {"r": {"type": "Card", "children": list(elements)}, **elements}}
+
+    assert "at most 500 elements (got 501)" in refused(agent, dividers(501))
+    assert "elements" not in refused(agent, dividers(500), "at most 50 Slack blocks").split("invalid card spec:")[1][:9]
+    result = agent.call("post_card", {"spec": card(("x" * 101, "Text", {"text": "hi"}))})
+    assert result.is_error and "String should have at most 100 characters" in text_of(result)
+    posted(agent, card(("x" * 100, "Text", {"text": "hi"})))
 
 
 def test_state_is_bounded(agent):

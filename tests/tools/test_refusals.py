@@ -38,3 +38,36 @@ def test_argument_problems_count_as_refusals(agent, five_a_minute):
     for _ in range(6):
         assert "contains a NUL character" in text_of(agent.call("send_file", {"path": "a\x00"}))
     assert "paused for" in text_of(agent.call("send_file", {"path": "x"}))
+
+
+class Clock:
+    def __init__(self, at: float):
+        self.at = at
+
+    def __call__(self) -> float:
+        return self.at
+
+
+def test_the_pause_lasts_until_the_minute_ends_and_says_how_long(settings, monkeypatch):
+    """The counting and pausing functions on their own, with a clock the test moves."""
+    from tools import refusals
+    from tools.errors import ToolRefused
+
+    settings.CALVIN_REFUSALS_PER_MINUTE = 2
+    clock = Clock(1_000_000 * 60 + 10.5)  # 10.5 s into a minute
+    monkeypatch.setattr(refusals.time, "time", clock)
+    runner_id = 900_000_000 + int(time.time() * 1000) % 1_000_000  # no real runner has it
+    for _ in range(2):
+        refusals.refusal_note(runner_id=runner_id)
+        refusals.refusals_check(runner_id=runner_id)  # at the limit: not paused yet
+    refusals.refusal_note(runner_id=runner_id)
+    with pytest.raises(ToolRefused, match="paused for 50 more seconds"):
+        refusals.refusals_check(runner_id=runner_id)
+    clock.at += 49.4  # 0.1 s before the minute ends
+    with pytest.raises(ToolRefused, match="paused for 1 more seconds"):
+        refusals.refusals_check(runner_id=runner_id)
+    clock.at = 1_000_001 * 60  # the next minute: calls go through, and the count starts again
+    refusals.refusals_check(runner_id=runner_id)
+    assert runner_id not in refusals._paused_until
+    refusals.refusal_note(runner_id=runner_id)
+    refusals.refusals_check(runner_id=runner_id)

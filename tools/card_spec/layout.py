@@ -33,13 +33,13 @@ _UNION_MEMBERS = {"str", "constrained-str", "int", "constrained-int", "float", "
 def _union_problem(where: str, errors: list[dict]) -> str:
     """One problem for a value that matched no member of a union (a cell, a field value)."""
     kinds = {e["type"] for e in errors}
+    if "value_error" in kinds:  # our own validator ran before the union: its words
+        return f"{where}: " + next(e["msg"] for e in errors if e["type"] == "value_error").removeprefix("Value error, ")
     if "finite_number" in kinds:
         return f"{where}: must be a finite number (not NaN or Infinity)"
     if "string_too_long" in kinds:
         limit = next(e["ctx"]["max_length"] for e in errors if e["type"] == "string_too_long")
         return f"{where}: at most {limit} characters"
-    if kinds & {"less_than_equal", "greater_than_equal"}:
-        return f"{where}: a number between -2^53 and 2^53"
     return f"{where}: must be a string or a number"
 
 
@@ -61,7 +61,7 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
         elif kind == "extra_forbidden":
             text = f"{where}: unknown property"
         else:
-            text = f"{where}: {err['msg']}"
+            text = f"{where}: {err['msg'].removeprefix('Value error, ')}"
         problems.append(f"{prefix}: {text}")
     problems.extend(f"{prefix}: {_union_problem(_where(loc), errs)}" for loc, errs in unions.items())
     return problems

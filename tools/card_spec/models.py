@@ -7,7 +7,7 @@ reports every problem of a spec at once, in our words, instead of the first sche
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, HttpUrl, field_validator
 
 ELEMENT_TYPES = ("Card", "Heading", "Text", "Field", "Table", "Chart", "Button", "Divider")
 MAX_ELEMENTS = 500
@@ -17,9 +17,17 @@ MAX_ID = 100
 
 # NaN and Infinity cannot be drawn, compared or stored as JSON: refused as a problem.
 Finite = Annotated[float, Field(allow_inf_nan=False)]
-# Integers a browser's JSON keeps exactly; bigger ones could not even be printed (Python
-# refuses int -> str beyond 4,300 digits).
-SafeInt = Annotated[int, Field(ge=-(2**53), le=2**53)]
+MAX_EXACT_INT = 2**53
+
+
+def _exact_int(value):
+    # Integers a browser's JSON keeps exactly. Left to the union, a bigger one would quietly
+    # become a rounded float, and one past 4,300 digits could not even be printed.
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_EXACT_INT:
+        raise ValueError("a whole number between -2^53 and 2^53")
+    return value
+
+
 ElementId = Annotated[str, Field(min_length=1, max_length=MAX_ID)]
 
 
@@ -66,10 +74,10 @@ class TextProps(_Props):
 
 class FieldProps(_Props):
     label: str = Field(min_length=1, max_length=100)
-    value: Annotated[str, Field(max_length=1900)] | SafeInt | Finite
+    value: Annotated[Annotated[str, Field(max_length=1900)] | int | Finite, BeforeValidator(_exact_int)]
 
 
-Cell = Annotated[str, Field(max_length=MAX_CELL)] | SafeInt | Finite | bool | None
+Cell = Annotated[Annotated[str, Field(max_length=MAX_CELL)] | int | Finite | bool | None, BeforeValidator(_exact_int)]
 
 
 class TableProps(_Props):
