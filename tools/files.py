@@ -32,6 +32,7 @@ TOOLS = [
         send_file,
         "Posts a file into the session's thread. PNG, JPEG, GIF and WebP images render inline. "
         "The file must be regular, non-empty, at most 100 MiB, inside the session directory or the "
-        "system temp directory; 50 files per runner; a file containing one of the session's secrets is refused.",
+        "system temp directory (this session's own, $TMPDIR); 50 files per runner; a file containing one of "
+        "the session's secrets, or a name, title or comment containing one, is refused.",
     ),
 ]

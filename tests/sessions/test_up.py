@@ -109,6 +109,22 @@ def check_working_platform(base: str, output: str, var: Path, password: str) -> 
     spec = {"root": "c", "elements": {"c": {"type": "Card", "props": {"title": "Hello from up"}}}}
     result = agent.call("post_card", {"spec": spec})
     assert not result.is_error, text_of(result)
+    # NUL and NaN are refused up front in the same words whichever database is behind
+    # (SQLite would store a NUL that PostgreSQL rejects).
+    nul = agent.raw_call(
+        "post_card", '{"spec": {"root": "c", "elements": {"c": {"type": "Card", "props": {"title": "a\\u0000"}}}}}'
+    )
+    assert nul["isError"] and nul["content"][0]["text"] == (
+        "Error executing tool post_card: invalid arguments: spec.elements.c.props.title: contains a NUL character"
+        " (\\u0000)"
+    ), nul
+    nan = '{"spec": {"root": "c", "elements": {"c": {"type": "Card", "children": ["x"]},'
+    nan += ' "x": {"type": "Field", "props": {"label": "n", "value": NaN}}}}}'
+    nan = agent.raw_call("post_card", nan)
+    assert nan["isError"] and nan["content"][0]["text"] == (
+        "Error executing tool post_card: invalid card spec: elements.x (Field): value: must be a finite number"
+        " (not NaN or Infinity)"
+    ), nan
 
     with httpx2.Client(base_url=base, follow_redirects=True) as http:
         login = http.get("/accounts/login/")
