@@ -33,8 +33,6 @@ _UNION_MEMBERS = {"str", "constrained-str", "int", "constrained-int", "float", "
 def _union_problem(where: str, errors: list[dict]) -> str:
     """One problem for a value that matched no member of a union (a cell, a field value)."""
     kinds = {e["type"] for e in errors}
-    if "value_error" in kinds:  # our own validator ran before the union: its words
-        return f"{where}: " + next(e["msg"] for e in errors if e["type"] == "value_error").removeprefix("Value error, ")
     if "finite_number" in kinds:
         return f"{where}: must be a finite number (not NaN or Infinity)"
     if "string_too_long" in kinds:
