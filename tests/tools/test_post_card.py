@@ -432,3 +432,28 @@ def test_a_very_long_problem_list_is_capped(agent):
     spec = card(("c", "Chart", chart(series=12, points=20, label="l" * 30)))
     text = refused(agent, spec, "series[0].points[0].label: at most 20 characters", "and 210 more problems")
     assert text.count("at most 20 characters") == 30
+
+
+def test_one_character_is_enough_and_empty_is_refused(agent):
+    def spec(text: str) -> dict:
+        one_point = {"title": text, "series": [{"name": text, "points": [{"label": text, "value": 1}]}]}
+        return card(
+            ("h", "Heading", {"text": text}),
+            ("t", "Text", {"text": text}),
+            ("f", "Field", {"label": text, "value": "v"}),
+            ("c", "Chart", one_point),
+            ("b", "Button", {"label": text, "url": "https://example.com"}),
+        )
+
+    refused(
+        agent,
+        spec(""),
+        "elements.h (Heading): text: must not be empty",
+        "elements.t (Text): text: must not be empty",
+        "elements.f (Field): label: must not be empty",
+        "elements.c (Chart): title: must not be empty",
+        "elements.c (Chart): series[0].name: must not be empty",
+        "elements.c (Chart): series[0].points[0].label: must not be empty",
+        "elements.b (Button): label: must not be empty",
+    )
+    posted(agent, spec("x"))
