@@ -43,7 +43,7 @@ def watcher_may_see(session_key: str | None, user_id: int | None, thread_id: int
     return user is not None and thread_visible_to(user, thread_id)
 
 
-def thread_messages_page(thread: Thread, *, before: int | None = None, size: int = 50) -> tuple[list, bool]:
+def thread_messages_page(thread: Thread, *, before: int | None, size: int) -> tuple[list, bool]:
     """The `size` messages before message `before` (or the latest), oldest first, and whether earlier ones exist."""
     query = thread.messages.select_related("member").order_by("-id")
     if before is not None:

@@ -320,6 +320,24 @@ def test_element_count_and_id_length_bounds(agent):
     posted(agent, card(("x" * 100, "Text", {"text": "hi"})))
 
 
+def test_state_at_its_bound_and_non_finite_state(agent):
+    spec = card(("t", "Text", {"text": "hi"}))
+    padding = 16 * 1024 - len(json.dumps({"blob": ""}))
+    nan = agent.raw_call("post_card", json.dumps({"spec": {**spec, "state": {"blob": "x"}}}).replace('"x"', "NaN"))
+    assert nan["isError"] and "Out of range float values are not JSON compliant" in nan["content"][0]["text"]
+    result = agent.call("post_card", {"spec": {**spec, "state": {"blob": "x" * (padding + 1)}}})
+    assert result.is_error and "at most 16384 bytes as JSON" in text_of(result)
+    posted(agent, {**spec, "state": {"blob": "x" * padding}})  # exactly 16 KiB
+
+
+def test_a_chart_series_needs_a_point(agent):
+    refused(
+        agent,
+        card(("c", "Chart", {"title": "t", "series": [{"name": "s", "points": []}]})),
+        "elements.c (Chart): series[0].points: must not be empty",
+    )
+
+
 def test_state_is_bounded(agent):
     spec = card(("t", "Text", {"text": "hi"}))
     result = agent.call("post_card", {"spec": {**spec, "state": {"blob": "x" * (16 * 1024)}}})
