@@ -135,6 +135,12 @@ PROBLEMS = [
         ["elements.t (Table): every row needs 2 cells (rows 1 differ)"],
         id="table-uneven",
     ),
+    pytest.param(card(("h", "Heading", {})), ["elements.h (Heading): text: required"], id="heading-without-text"),
+    pytest.param(
+        card(("t", "Table", table(101, header=False))),
+        ["elements.t (Table): at most 100 rows, the header row included (got 101)"],
+        id="headerless-101-rows",
+    ),
     pytest.param(
         card(("t", "Table", {"columns": ["a"], "rows": []})),
         ["elements.t (Table): a table needs at least one row"],
@@ -409,6 +415,11 @@ def test_limits_at_the_boundary_are_accepted(agent):
     assert len(message.blocks) <= 50
     table_block = next(b for b in message.blocks if b["type"] == "table")
     assert len(table_block["rows"]) == 100 and len(table_block["rows"][0]) == 20
+
+
+def test_a_headerless_table_of_100_rows_is_accepted(agent):
+    message = posted(agent, card(("t", "Table", table(100, header=False))))
+    assert len(next(b for b in message.blocks if b["type"] == "table")["rows"]) == 100
 
 
 def test_long_charts_split_into_sections_within_slack_limits(agent):
