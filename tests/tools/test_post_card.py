@@ -417,6 +417,15 @@ def test_limits_at_the_boundary_are_accepted(agent):
     assert len(table_block["rows"]) == 100 and len(table_block["rows"][0]) == 20
 
 
+def test_uneven_rows_are_named_at_the_widest_allowed_table(agent):
+    props = table(8, columns=20)
+    for row in range(1, 8):
+        props["rows"][row] = props["rows"][row][:19]
+    refused(
+        agent, card(("t", "Table", props)), "elements.t (Table): every row needs 20 cells (rows 1, 2, 3, 4, 5 differ)"
+    )
+
+
 def test_a_headerless_table_of_100_rows_is_accepted(agent):
     message = posted(agent, card(("t", "Table", table(100, header=False))))
     assert len(next(b for b in message.blocks if b["type"] == "table")["rows"]) == 100
