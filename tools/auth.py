@@ -1,10 +1,9 @@
 """ASGI middleware in front of /mcp: a valid runner token or 401, before any tool runs."""
 
-import json
-
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
+from tools.asgi_json import send_json_response
 from tools.caller import Caller, caller_for_token
 
 SCOPE_KEY = "calvin.caller"
@@ -29,19 +28,12 @@ def _bearer(scope) -> str | None:
 
 
 async def _unauthorized(send, detail: str) -> None:
-    body = json.dumps({"error": "unauthorized", "detail": detail}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="calvin"'),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
+    await send_json_response(
+        send,
+        401,
+        {"error": "unauthorized", "detail": detail},
+        headers=[(b"www-authenticate", b'Bearer realm="calvin"')],
     )
-    await send({"type": "http.response.body", "body": body})
 
 
 class RunnerTokenAuth:

@@ -6,11 +6,9 @@ session that does not exist, so both get 405 before auth or the SDK see them. (T
 itself refuses bodies over 4 MiB with 413.)
 """
 
-import json
+from tools.asgi_json import send_json_response
 
-_BODY = json.dumps(
-    {"error": "method_not_allowed", "detail": "this server is stateless: POST one JSON-RPC request per call"}
-).encode()
+DETAIL = "this server is stateless: POST one JSON-RPC request per call"
 
 
 class McpPostOnly:
@@ -19,16 +17,7 @@ class McpPostOnly:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] != "POST":
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 405,
-                    "headers": [
-                        (b"allow", b"POST"),
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(_BODY)).encode()),
-                    ],
-                }
+            return await send_json_response(
+                send, 405, {"error": "method_not_allowed", "detail": DETAIL}, headers=[(b"allow", b"POST")]
             )
-            return await send({"type": "http.response.body", "body": _BODY})
         return await self.app(scope, receive, send)
