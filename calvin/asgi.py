@@ -1,4 +1,4 @@
-"""One ASGI app: Django (views, admin), the `calvin` MCP server at /mcp, websockets at /ws/."""
+"""One ASGI app: Django (views, admin), the MCP servers at /mcp and /mcp/nanoclaw, websockets at /ws/."""
 
 import os
 
@@ -15,7 +15,7 @@ from calvin.dashboard.origin import SameOriginValidator  # noqa: E402
 from calvin.routing import websocket_urlpatterns  # noqa: E402
 from tools.server import build_http_app  # noqa: E402
 
-mcp_app, mcp_starlette = build_http_app()
+mcp_app, mcp_lifespan = build_http_app()
 
 
 async def http_app(scope, receive, send):
@@ -29,7 +29,7 @@ application = ProtocolTypeRouter(
     {
         "http": http_app,
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-        # The MCP SDK's session manager runs inside the Starlette app's lifespan.
-        "lifespan": mcp_starlette,
+        # Both MCP servers' session managers run inside this lifespan.
+        "lifespan": mcp_lifespan,
     }
 )

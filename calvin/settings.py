@@ -187,6 +187,8 @@ CALVIN_SESSIONS_DIR = Path(env("CALVIN_SESSIONS_DIR", default=str(VAR_DIR / "ses
 CALVIN_SESSIONS_TMP_DIR = Path(env("CALVIN_SESSIONS_TMP_DIR", default=str(VAR_DIR / "session-tmp")))
 # Refused tool calls a runner may make per minute before its calls are paused (cheap to
 # refuse, but a refused send_file still costs a walk and maybe a copy).
+# Each agent's persistent workspace directory (NanoClaw's groups/<name>/) lives under here.
+CALVIN_AGENTS_DIR = Path(env("CALVIN_AGENTS_DIR", default=str(VAR_DIR / "agents")))
 CALVIN_REFUSALS_PER_MINUTE = env.int("CALVIN_REFUSALS_PER_MINUTE", default=30)
 CALVIN_SERVE_STATIC = env.bool("CALVIN_SERVE_STATIC", default=True)
 # Celery's Django fixup closes the worker's DB connection around every task unless told to reuse it.

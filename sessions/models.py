@@ -2,6 +2,7 @@
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class Thread(models.Model):
@@ -167,6 +168,10 @@ class Message(models.Model):
     member = models.ForeignKey(
         "workspaces.Member", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
     )
+    # Another agent's message in this session's inbox (send_message to an agent).
+    sender_agent = models.ForeignKey(
+        "workspaces.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     text = models.TextField(blank=True, default="")
     # Card: the validated spec (web rendering) and its Block Kit rendering (Slack).
     card = models.JSONField(null=True, blank=True)
@@ -182,6 +187,10 @@ class Message(models.Model):
     )
     platform_ts = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    # send_message's row exists from the call on, so its id can be returned at once; it is
+    # part of the transcript only once the worker delivered it (None until then).
+    delivered_at = models.DateTimeField(null=True, blank=True, default=timezone.now)
+    edited_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -198,3 +207,27 @@ class Message(models.Model):
     @property
     def is_inline_image(self) -> bool:
         return self.content_type in self.INLINE_IMAGE_TYPES
+
+    @classmethod
+    def transcript(cls):
+        """Messages people see: delivered ones (a queued send_message is not shown yet)."""
+        return cls.objects.filter(delivered_at__isnull=False)
+
+
+class Reaction(models.Model):
+    """An emoji shortcode on a message, by an agent (add_reaction) or a person."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="reactions")
+    emoji = models.CharField(max_length=64, help_text="A shortcode such as thumbs_up, never the character.")
+    agent = models.ForeignKey("workspaces.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    member = models.ForeignKey("workspaces.Member", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["message", "emoji", "agent"], name="reaction_once_per_agent"),
+            models.UniqueConstraint(fields=["message", "emoji", "member"], name="reaction_once_per_member"),
+        ]
+
+    def __str__(self) -> str:
+        return f":{self.emoji}: on #{self.message_id}"

@@ -35,6 +35,9 @@ def session_start(
     permission_mode: str = Session.PermissionMode.DEFAULT,
 ) -> Session:
     """A new thread with its session, and the first turn when there is a prompt."""
+    from calvin.workspaces.services import agent_default_for
+
+    agent = agent or agent_default_for(workspace)
     thread = Thread.objects.create(
         workspace=workspace,
         channel_kind=channel_kind,
@@ -68,6 +71,39 @@ def message_post_by_person(*, thread: Thread, member, text: str) -> Message:
     Turn.objects.create(session=thread.session, prompt=message)
     thread_push_on_commit(message)
     return message
+
+
+@transaction.atomic
+def inbox_post(*, session: Session, text: str, author: str = Message.Author.SYSTEM, member=None, sender_agent=None):
+    """A message for the session's agent (a system notice, another agent's message, a
+    person's choice on a card): stored in its thread and queued as a turn, never dropped."""
+    from calvin.dashboard.events import thread_push_on_commit
+
+    message = Message.objects.create(
+        thread_id=session.thread_id,
+        kind=Message.Kind.SYSTEM if author == Message.Author.SYSTEM else Message.Kind.TEXT,
+        author=author,
+        member=member,
+        sender_agent=sender_agent,
+        text=text,
+    )
+    Turn.objects.create(session=session, prompt=message)
+    thread_push_on_commit(message)
+    return message
+
+
+LIVE_STATUSES = (Session.Status.QUEUED, Session.Status.RUNNING, Session.Status.IDLE)
+
+
+@transaction.atomic
+def agent_inbox_session(*, agent, owner=None) -> Session:
+    """The session that takes messages for `agent`: its latest live one, or a new one in a
+    new web thread (an agent with no session running still gets its messages)."""
+    from calvin.workspaces.models import Agent
+
+    Agent.objects.select_for_update().filter(id=agent.id).first()  # two senders make one session, not two
+    live = Session.objects.filter(agent=agent, status__in=LIVE_STATUSES).order_by("-id").first()
+    return live or session_start(workspace=agent.workspace, owner=owner, agent=agent, title=f"{agent.name}'s inbox")
 
 
 @transaction.atomic

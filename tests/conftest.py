@@ -101,6 +101,16 @@ class Agent:
     def directory(self) -> Path:
         return Path(self.session.directory)
 
+    @property
+    def nanoclaw(self) -> "Agent":
+        """The same runner, talking to the `nanoclaw` server (/mcp/nanoclaw) with the same token."""
+        return Agent(
+            session=self.session,
+            runner=self.runner,
+            token=self.token,
+            url=self.url.rsplit("/mcp", 1)[0] + "/mcp/nanoclaw",
+        )
+
     async def _call(self, tool: str, arguments: dict):
         async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"}, timeout=60) as http:
             async with Client(streamable_http_client(self.url, http_client=http), mode="legacy") as client:

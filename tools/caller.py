@@ -1,9 +1,11 @@
-"""Who is calling: the runner a bearer token belongs to, and its session."""
+"""Who is calling: the runner a bearer token belongs to, its session and its agent."""
 
+import json
 from dataclasses import dataclass
 
 from django.db import connection
 
+from calvin.workspaces.models import Agent
 from secrets_vault.models import Secret
 from sessions.models import Runner, Session
 from sessions.tokens import token_digest
@@ -21,6 +23,9 @@ class Caller:
     permission_mode: str
     # Whether outbound content must be checked against secrets at all.
     has_secrets: bool
+    agent_id: int | None
+    # The MCP servers this session's agent is given ("calvin", "nanoclaw").
+    tool_sets: tuple[str, ...]
 
 
 # Every tool call starts here, so this is one hand-written, indexed query: the ORM's
@@ -28,10 +33,21 @@ class Caller:
 _CALLER_SQL = f"""
 SELECT r.id, r.session_id, s.thread_id, s.workspace_id, s.directory, s.temp_directory, s.permission_mode,
        EXISTS (SELECT 1 FROM {Secret._meta.db_table} x
-               WHERE x.workspace_id = s.workspace_id AND (x.session_id = s.id OR x.session_id IS NULL))
+               WHERE x.workspace_id = s.workspace_id AND (x.session_id = s.id OR x.session_id IS NULL)),
+       s.agent_id, a.tool_sets
 FROM {Runner._meta.db_table} r JOIN {Session._meta.db_table} s ON s.id = r.session_id
+     LEFT JOIN {Agent._meta.db_table} a ON a.id = s.agent_id
 WHERE r.token_digest = %s AND r.revoked_at IS NULL
 """
+
+ALL_TOOL_SETS = ("calvin", "nanoclaw")
+
+
+def _tool_sets(raw) -> tuple[str, ...]:
+    if raw is None:  # a session without an agent gets both
+        return ALL_TOOL_SETS
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    return tuple(s for s in value if s in ALL_TOOL_SETS) if isinstance(value, list) else ()
 
 
 def caller_for_token(token: str) -> Caller | None:
@@ -39,7 +55,9 @@ def caller_for_token(token: str) -> Caller | None:
     with connection.cursor() as cursor:
         cursor.execute(_CALLER_SQL, [token_digest(token)])
         row = cursor.fetchone()
-    return Caller(*row) if row else None
+    if not row:
+        return None
+    return Caller(*row[:-1], tool_sets=_tool_sets(row[-1]))
 
 
 def file_roots(caller: Caller) -> list[str]:

@@ -1,4 +1,9 @@
-"""Perform a claimed tool call's effect through the thread's chat adapter, exactly once."""
+"""Perform a claimed tool call's effect, exactly once.
+
+Each tool's effect is a function `effect(call) -> platform ids`, named in EFFECTS. Chat
+effects go through the thread's chat adapter; agent changes (approved ones) are rows
+written in the same transaction that marks the call applied.
+"""
 
 import logging
 from datetime import datetime, timedelta
@@ -6,6 +11,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from calvin.chat import ChatPermanentError, ChatTemporaryError, chat_adapter_for
 from tools.models import ToolCall
@@ -16,42 +22,88 @@ MAX_ATTEMPTS = 5
 RECOVER_BATCH = 500
 
 
-def _perform(call: ToolCall) -> dict:
-    thread = call.session.thread
+class EffectNotReady(Exception):
+    """The effect must wait for another one (an edit for its message's send); it costs no attempt."""
+
+    def __init__(self, message: str, retry_in: float = 0.2):
+        super().__init__(message)
+        self.retry_in = retry_in
+
+
+# (server, tool) -> the effect; the servers share one where the shapes agree.
+EFFECTS = {
+    ("calvin", "post_card"): "tools.effects.post_card_effect",
+    ("calvin", "send_file"): "tools.effects.send_file_effect",
+    ("nanoclaw", "send_file"): "tools.effects.send_file_effect",
+    ("nanoclaw", "send_message"): "tools.services.messages.send_message_effect",
+    ("nanoclaw", "edit_message"): "tools.services.messages.edit_message_effect",
+    ("nanoclaw", "add_reaction"): "tools.services.messages.add_reaction_effect",
+    ("nanoclaw", "send_card"): "tools.effects.post_card_effect",
+    ("nanoclaw", "ask_user_question"): "tools.effects.post_card_effect",
+    ("nanoclaw", "create_agent"): "tools.services.agents.create_agent_effect",
+    ("nanoclaw", "install_packages"): "tools.services.agents.install_packages_effect",
+    ("nanoclaw", "add_mcp_server"): "tools.services.agents.add_mcp_server_effect",
+}
+
+
+def thread_of(call: ToolCall):
+    """Where the call's effect goes: a destination thread named in the payload, or the session's own."""
+    from sessions.models import Thread
+
+    thread_id = call.payload.get("thread_id")
+    return Thread.objects.get(id=thread_id) if thread_id else call.session.thread
+
+
+def already_delivered(call: ToolCall, adapter, thread) -> dict | None:
+    # A first attempt cannot find its effect: the claim let only this worker in. A later
+    # one may follow a worker that died after the platform took the post and before
+    # "applied" committed, so ask the platform before posting again.
+    return adapter.delivered(thread=thread, tool_call_id=call.id) if call.attempts > 1 else None
+
+
+def post_card_effect(call: ToolCall) -> dict:
+    thread = thread_of(call)
     adapter = chat_adapter_for(thread)
-    if call.attempts > 1:
-        # A first attempt cannot find its effect: the claim let only this worker in. A
-        # later one may follow a worker that died after the platform took the post and
-        # before "applied" committed, so ask the platform before posting again.
-        found = adapter.delivered(thread=thread, tool_call_id=call.id)
-        if found is not None:
-            return found
     payload = call.payload
-    if call.tool == "post_card":
-        return adapter.post_card(
-            thread=thread,
-            items=payload["items"],
-            blocks=payload["blocks"],
-            fallback_text=payload["text"],
-            tool_call_id=call.id,
-        )
-    if call.tool == "send_file":
-        args = call.arguments
-        return adapter.upload_file(
-            thread=thread,
-            stored_name=call.file.name,
-            file_name=payload["file_name"],
-            title=payload["title"],
-            comment=args.get("comment") or "",
-            alt_text=args.get("alt_text") or "",
-            content_type=payload["content_type"],
-            tool_call_id=call.id,
-        )
-    raise ChatPermanentError(f"no effect for tool {call.tool}")
+    return already_delivered(call, adapter, thread) or adapter.post_card(
+        thread=thread,
+        items=payload["items"],
+        blocks=payload["blocks"],
+        fallback_text=payload["text"],
+        tool_call_id=call.id,
+    )
 
 
-def tool_call_apply(*, tool_call_id: int) -> None:
-    """Run by the worker after it claimed the row (pending -> applying)."""
+def send_file_effect(call: ToolCall) -> dict:
+    thread = thread_of(call)
+    adapter = chat_adapter_for(thread)
+    payload = call.payload
+    return already_delivered(call, adapter, thread) or adapter.upload_file(
+        thread=thread,
+        stored_name=call.file.name,
+        file_name=payload["file_name"],
+        title=payload["title"],
+        comment=payload.get("comment") or "",
+        alt_text=payload.get("alt_text") or "",
+        content_type=payload["content_type"],
+        tool_call_id=call.id,
+    )
+
+
+def _perform(call: ToolCall) -> dict:
+    path = EFFECTS.get((call.server, call.tool))
+    if path is None:
+        raise ChatPermanentError(f"no effect for tool {call.server}.{call.tool}")
+    return import_string(path)(call)
+
+
+def tool_call_apply(*, tool_call_id: int) -> float | None:
+    """Run by the worker after it claimed the row (pending -> applying).
+
+    Returns a delay when the effect is not ready yet: the caller queues it again then.
+    """
+    from approvals.services import approval_after_apply
+
     call = ToolCall.objects.select_related("session__thread").get(id=tool_call_id)
     try:
         # The effect and "applied" commit together: for the web channel the effect is a
@@ -62,10 +114,17 @@ def tool_call_apply(*, tool_call_id: int) -> None:
             ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(
                 status=ToolCall.Status.APPLIED, platform_ids=platform_ids, finished_at=timezone.now()
             )
+            approval_after_apply(tool_call_id=call.id, error=None)
+    except EffectNotReady as exc:
+        # Back to pending without spending an attempt: it waits for the effect it follows.
+        ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(
+            status=ToolCall.Status.PENDING, attempts=max(call.attempts - 1, 0)
+        )
+        return exc.retry_in
     except ChatTemporaryError as exc:
         if call.attempts >= MAX_ATTEMPTS:
             tool_call_fail(tool_call_id=call.id, error=f"gave up after {call.attempts} attempts: {exc}")
-            return
+            return None
         # Back to pending so the retry (or the sweep) can claim it again.
         ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(status=ToolCall.Status.PENDING)
         raise
@@ -73,27 +132,25 @@ def tool_call_apply(*, tool_call_id: int) -> None:
         log.exception("tool call %s failed", call.id)
         error = str(exc) if isinstance(exc, ChatPermanentError) else "internal error"
         tool_call_fail(tool_call_id=call.id, error=error)
+    return None
 
 
 @transaction.atomic
 def tool_call_fail(*, tool_call_id: int, error: str) -> None:
-    """Mark it failed and say so in the thread, so neither the people nor the agent think it arrived."""
-    from sessions.models import Message
+    """Mark it failed and tell the agent in its session's inbox (people see it in the thread
+    too), so nobody thinks it arrived."""
+    from approvals.services import approval_after_apply
+    from sessions.services import inbox_post
 
     changed = ToolCall.objects.filter(id=tool_call_id, status=ToolCall.Status.APPLYING).update(
         status=ToolCall.Status.FAILED, error=error, finished_at=timezone.now()
     )
-    if changed:
-        call = ToolCall.objects.select_related("session").get(id=tool_call_id)
-        message = Message.objects.create(
-            thread_id=call.session.thread_id,
-            kind=Message.Kind.SYSTEM,
-            author=Message.Author.SYSTEM,
-            text=f"{call.tool} (call {call.id}) was not delivered: {error}",
-        )
-        from calvin.dashboard.events import thread_push_on_commit
-
-        thread_push_on_commit(message)
+    if not changed:
+        return
+    call = ToolCall.objects.select_related("session").get(id=tool_call_id)
+    if approval_after_apply(tool_call_id=call.id, error=error):
+        return  # the approval tells the agent, in its own words
+    inbox_post(session=call.session, text=f"{call.tool} (call {call.id}) was not delivered: {error}")
 
 
 def tool_calls_recover(*, now: datetime) -> list[int]:

@@ -12,11 +12,18 @@ class ToolCall(models.Model):
         APPLIED = "applied"
         FAILED = "failed"
         DENIED = "denied"
+        EXPIRED = "expired"
+
+    class Server(models.TextChoices):
+        CALVIN = "calvin"
+        NANOCLAW = "nanoclaw"
 
     session = models.ForeignKey("agent_sessions.Session", on_delete=models.CASCADE, related_name="tool_calls")
     runner = models.ForeignKey(
         "agent_sessions.Runner", null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls"
     )
+    # Which MCP server it came through: both have a send_file, in different shapes.
+    server = models.CharField(max_length=10, choices=Server.choices, default=Server.CALVIN)
     tool = models.CharField(max_length=40)
     # Secret values are redacted before they are stored here.
     arguments = models.JSONField(default=dict)
@@ -50,3 +57,43 @@ class ToolCall(models.Model):
             )
             == 1
         )
+
+
+class Question(models.Model):
+    """ask_user_question's card: open until the first tap by someone who may see the thread, or its timeout."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        ANSWERED = "answered"
+        EXPIRED = "expired"
+
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="question")
+    title = models.CharField(max_length=200)
+    text = models.TextField()
+    # [{label, selectedLabel, value}], normalised: a plain string is its own label and value.
+    options = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    expires_at = models.DateTimeField()
+    answer_index = models.PositiveIntegerField(null=True, blank=True)
+    answered_by = models.ForeignKey(
+        "workspaces.Member", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.status})"
+
+
+class CardChoice(models.Model):
+    """A person's choice on a send_card action with a value: delivered to the agent once per person."""
+
+    message = models.ForeignKey("agent_sessions.Message", on_delete=models.CASCADE, related_name="choices")
+    member = models.ForeignKey("workspaces.Member", on_delete=models.CASCADE, related_name="+")
+    action_index = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["message", "member"], name="cardchoice_once_per_person")]
+
+    def __str__(self) -> str:
+        return f"choice {self.action_index} on #{self.message_id}"

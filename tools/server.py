@@ -1,40 +1,97 @@
-"""The `calvin` MCP server: tool registration and the Streamable HTTP app behind auth."""
+"""The two MCP servers, `calvin` at /mcp and `nanoclaw` at /mcp/nanoclaw, behind one auth.
+
+Each is a package of thin adapters (tools/calvin_mcp, tools/nanoclaw_mcp) over the same
+services in tools/services; one runner token works for both, as far as the session's agent
+is given that tool set.
+"""
+
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from django.conf import settings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
 
-from tools.auth import RunnerTokenAuth
-from tools.availability import tool_offered
+from tools.asgi_json import send_json_response
+from tools.auth import SCOPE_KEY, RunnerTokenAuth
+from tools.availability import CALVIN, NANOCLAW, tool_offered
 from tools.http_limits import McpPostOnly
 
-INSTRUCTIONS = (
-    "Calvin's tools act beyond your sandbox: they post into this session's thread. "
-    "Paths are absolute or relative to the session directory."
-)
+PATHS = {CALVIN: "/mcp", NANOCLAW: "/mcp/nanoclaw"}
+
+INSTRUCTIONS = {
+    CALVIN: (
+        "Calvin's tools act beyond your sandbox: they post into this session's thread. "
+        "Paths are absolute or relative to the session directory."
+    ),
+    NANOCLAW: (
+        "NanoClaw's tools: messages, files and cards to the destinations in your destination map "
+        "(`thread` is this session's own thread), questions, and approval-gated changes to your agent. "
+        "Paths are absolute or relative to /workspace/agent/, your session directory."
+    ),
+}
 
 
-def build_server(mode: str | None = None) -> MCPServer:
-    from tools import cards, files  # each module registers its tools
-
-    server = MCPServer(name="calvin", instructions=INSTRUCTIONS)
-    for module in (files, cards):
-        for name, fn, description in module.TOOLS:
-            if tool_offered(name, mode):
-                server.add_tool(fn, name=name, description=description)
-    return server
+def _tool_modules(server: str):
+    if server == CALVIN:
+        from tools.calvin_mcp import TOOLS
+    else:
+        from tools.nanoclaw_mcp import TOOLS
+    return TOOLS
 
 
-def build_http_app(mode: str | None = None):
-    """The Starlette app for /mcp (stateless JSON, so any web process can answer any call)."""
-    server = build_server(mode)
+def build_server(mode: str | None = None, server: str = CALVIN) -> MCPServer:
+    mcp = MCPServer(name=server, instructions=INSTRUCTIONS[server])
+    for name, fn, description in _tool_modules(server):
+        if tool_offered(name, mode, server):
+            mcp.add_tool(fn, name=name, description=description)
+    return mcp
+
+
+def _security() -> TransportSecuritySettings:
     hosts = [h for h in settings.ALLOWED_HOSTS if h != "*"]
-    security = TransportSecuritySettings(
+    return TransportSecuritySettings(
         enable_dns_rebinding_protection="*" not in settings.ALLOWED_HOSTS,
         allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
         allowed_origins=[f"{scheme}://{h}:*" for h in hosts for scheme in ("http", "https")],
     )
-    app = server.streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
-    )
-    return McpPostOnly(RunnerTokenAuth(app)), app
+
+
+class ToolSetRouter:
+    """/mcp -> calvin, /mcp/nanoclaw -> nanoclaw, for callers whose agent is given that set."""
+
+    def __init__(self, apps: dict[str, object]):
+        self.apps = apps
+        self.by_path = {PATHS[name]: name for name in apps}
+
+    async def __call__(self, scope, receive, send):
+        name = self.by_path.get(scope["path"].rstrip("/") or "/")
+        if name is None:
+            return await send_json_response(
+                send, 404, {"error": "not_found", "detail": "MCP servers: /mcp, /mcp/nanoclaw"}
+            )
+        if name not in scope[SCOPE_KEY].tool_sets:
+            detail = f"this session's agent is not given the {name} tool set"
+            return await send_json_response(send, 403, {"error": "forbidden", "detail": detail})
+        return await self.apps[name](scope, receive, send)
+
+
+def build_http_app(mode: str | None = None):
+    """The ASGI app for /mcp and /mcp/nanoclaw (stateless JSON, so any web process can answer
+    any call), and the app whose lifespan runs both servers' session managers."""
+    servers = {name: build_server(mode, name) for name in PATHS}
+    apps = {
+        name: mcp.streamable_http_app(
+            streamable_http_path=PATHS[name], stateless_http=True, json_response=True, transport_security=_security()
+        )
+        for name, mcp in servers.items()
+    }
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        async with AsyncExitStack() as stack:
+            for mcp in servers.values():
+                await stack.enter_async_context(mcp.session_manager.run())
+            yield
+
+    return McpPostOnly(RunnerTokenAuth(ToolSetRouter(apps))), Starlette(lifespan=lifespan)

@@ -18,7 +18,9 @@ from tools.models import ToolCall
 def apply_tool_call(tool_call_id: int) -> None:
     if not ToolCall.claim(tool_call_id):
         return  # applied already, or another worker has it
-    tool_call_apply(tool_call_id=tool_call_id)
+    wait = tool_call_apply(tool_call_id=tool_call_id)
+    if wait is not None:  # it follows another effect that is not applied yet
+        apply_tool_call.apply_async((tool_call_id,), countdown=wait)
 
 
 @shared_task

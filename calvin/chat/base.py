@@ -16,7 +16,13 @@ class ChatPermanentError(Exception):
 
 
 class ChatAdapter(Protocol):
-    """Each method is idempotent per `tool_call_id`: a retry returns the first result."""
+    """Each method is idempotent per `tool_call_id`: a retry returns the first result.
+
+    Cards are lists of layout items (tools/card_spec/layout.py) plus their Block Kit
+    rendering; an item {"kind": "actions", "target": "<kind>:<id>", "items": [...]} is a
+    row of buttons a person presses (a question's options, an approval's decision, a
+    card's choices), which the platform routes back to calvin.dashboard.actions.
+    """
 
     def delivered(self, *, thread, tool_call_id: int) -> dict | None:
         """The platform ids of this call's effect if the platform already has it, else None.
@@ -27,9 +33,21 @@ class ChatAdapter(Protocol):
         """
         ...
 
-    def post_message(self, *, thread, text: str, tool_call_id: int, author: str) -> dict: ...
+    def post_message(self, *, thread, message, tool_call_id: int) -> dict:
+        """Deliver a Message row made when the agent called (send_message): its id was returned at once."""
+        ...
+
+    def edit_message(self, *, thread, message, text: str) -> dict:
+        """Replace the text of a delivered message; people see it marked edited."""
+        ...
+
+    def add_reaction(self, *, thread, message, emoji: str, agent_id: int) -> dict: ...
 
     def post_card(self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int) -> dict: ...
+
+    def update_card(self, *, thread, message, items: list, blocks: list, fallback_text: str) -> dict:
+        """Edit a posted card in place (an approval decided, a question answered or timed out)."""
+        ...
 
     def upload_file(
         self,

@@ -1,12 +1,18 @@
 """Calvin's own chat channel: the thread is the Message table, delivery is a websocket push."""
 
+from django.utils import timezone
+
 from calvin.dashboard.events import thread_push_on_commit
-from sessions.models import Message
+from sessions.models import Message, Reaction
 
 
 class WebChannel:
     def delivered(self, *, thread, tool_call_id: int) -> dict | None:
-        message = Message.objects.filter(thread=thread, tool_call_id=tool_call_id).only("id").first()
+        message = (
+            Message.objects.filter(thread=thread, tool_call_id=tool_call_id, delivered_at__isnull=False)
+            .only("id")
+            .first()
+        )
         return None if message is None else {"message_id": message.id}
 
     def _deliver(self, *, tool_call_id: int, fields: dict) -> dict:
@@ -16,11 +22,23 @@ class WebChannel:
         thread_push_on_commit(message)
         return {"message_id": message.id}
 
-    def post_message(self, *, thread, text: str, tool_call_id: int, author: str = Message.Author.AGENT) -> dict:
-        return self._deliver(
-            tool_call_id=tool_call_id,
-            fields={"thread": thread, "kind": Message.Kind.TEXT, "author": author, "text": text},
-        )
+    def _changed(self, message: Message, **fields) -> dict:
+        for name, value in fields.items():
+            setattr(message, name, value)
+        message.save(update_fields=list(fields))
+        thread_push_on_commit(message, replace=True)
+        return {"message_id": message.id}
+
+    def post_message(self, *, thread, message: Message, tool_call_id: int) -> dict:
+        return self._changed(message, delivered_at=timezone.now())
+
+    def edit_message(self, *, thread, message: Message, text: str) -> dict:
+        return self._changed(message, text=text, edited_at=timezone.now())
+
+    def add_reaction(self, *, thread, message: Message, emoji: str, agent_id: int) -> dict:
+        Reaction.objects.get_or_create(message=message, emoji=emoji, agent_id=agent_id)
+        thread_push_on_commit(message, replace=True)
+        return {"message_id": message.id}
 
     def post_card(self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int) -> dict:
         return self._deliver(
@@ -34,6 +52,9 @@ class WebChannel:
                 "blocks": blocks,
             },
         )
+
+    def update_card(self, *, thread, message: Message, items: list, blocks: list, fallback_text: str) -> dict:
+        return self._changed(message, card=items, blocks=blocks, text=fallback_text)
 
     def upload_file(
         self,

@@ -37,11 +37,13 @@ def thread_group(thread_id: int) -> str:
     return f"thread.{thread_id}"
 
 
-def message_event(message: Message) -> dict:
+def message_event(message: Message, replace: bool = False) -> dict:
+    """`replace`: the message was already shown and changed (edited, reacted to, a card decided)."""
     return {
         "type": "thread.message",
         "id": message.id,
         "kind": message.kind,
+        "replace": replace,
         "html": render_to_string("chat/_message.html", {"message": message}),
     }
 
@@ -60,11 +62,13 @@ def _group_send(group: str, event: dict) -> None:
     asyncio.run_coroutine_threadsafe(send, _layer_loop()).result(timeout=10)
 
 
-def thread_broadcast(message: Message) -> None:
-    _group_send(thread_group(message.thread_id), message_event(message))
+def thread_broadcast(message: Message, replace: bool = False) -> None:
+    if replace:
+        message = Message.objects.select_related("member", "sender_agent").get(id=message.id)  # as committed
+    _group_send(thread_group(message.thread_id), message_event(message, replace))
 
 
-def thread_push_on_commit(message: Message) -> None:
+def thread_push_on_commit(message: Message, replace: bool = False) -> None:
     """Push the message to watching pages once its transaction commits.
 
     A failed push is not a failed delivery: the message is stored, and pages catch up
@@ -73,7 +77,7 @@ def thread_push_on_commit(message: Message) -> None:
 
     def push():
         try:
-            thread_broadcast(message)
+            thread_broadcast(message, replace)
         except Exception:
             log.warning("live push of message %s failed", message.id, exc_info=True)
 
@@ -82,7 +86,8 @@ def thread_push_on_commit(message: Message) -> None:
 
 def thread_catch_up(thread_id: int, since: int) -> tuple[list[dict], bool]:
     """What a page that last saw message `since` has missed, or ([], True) when that is more than one answer holds."""
-    query = Message.objects.filter(thread_id=thread_id, id__gt=since).select_related("member").order_by("id")
+    query = Message.transcript().filter(thread_id=thread_id, id__gt=since).select_related("member", "sender_agent")
+    query = query.order_by("id")
     messages = list(query[: CATCH_UP_MESSAGES + 1])
     if len(messages) > CATCH_UP_MESSAGES:
         return [], True

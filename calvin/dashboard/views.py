@@ -4,11 +4,12 @@ import asyncio
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import Http404, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
+from calvin.dashboard.actions import ActionRefused, action_press
 from calvin.dashboard.forms import ReplyForm, StartThreadForm
 from calvin.dashboard.selectors import (
     member_in,
@@ -110,3 +111,25 @@ def message_file(request, thread_id: int, message_id: int):
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response
+
+
+@login_required
+@require_POST
+def thread_action(request, thread_id: int, action: str, target_id: int):
+    """A button pressed on a card in this thread (see calvin/dashboard/actions.py)."""
+    thread = thread_for(request.user, thread_id)
+    value = request.POST.get("value", "")
+    if len(value) > 100:
+        return JsonResponse({"ok": False, "text": "that is not one of the card's buttons"}, status=400)
+    try:
+        text = action_press(
+            action=action,
+            thread=thread,
+            member=member_in(request.user, thread.workspace_id),
+            target_id=target_id,
+            value=value,
+            via="web",
+        )
+    except ActionRefused as exc:
+        return JsonResponse({"ok": False, "text": str(exc)}, status=409)
+    return JsonResponse({"ok": True, "text": text})

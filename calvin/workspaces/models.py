@@ -1,6 +1,10 @@
 """Tenancy: a workspace, its people, its repositories, its quota and its agents."""
 
+import re
+from datetime import timedelta
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -10,6 +14,8 @@ class Workspace(models.Model):
     slug = models.SlugField(max_length=80, unique=True)
     # Set once the Slack app is installed into a Slack workspace (team).
     slack_team_id = models.CharField(max_length=32, blank=True, default="")
+    # How long a fire-and-forget approval request waits for a decision before it expires.
+    approval_timeout = models.DurationField(default=timedelta(hours=24))
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -98,7 +104,16 @@ class Quota(models.Model):
         return f"Quota for {self.workspace}"
 
 
+TOOL_SETS = ("calvin", "nanoclaw")
+
+
+def all_tool_sets() -> list[str]:
+    return list(TOOL_SETS)
+
+
 class Agent(models.Model):
+    """A NanoClaw "group": persistent config and a workspace directory its sessions share."""
+
     class CliScope(models.TextChoices):
         DISABLED = "disabled"
         GROUP = "group"
@@ -114,6 +129,12 @@ class Agent(models.Model):
     npm_packages = models.JSONField(default=list, blank=True)
     # {name: {"command": ..., "args": [...], "env": {...}}}
     mcp_servers = models.JSONField(default=dict, blank=True)
+    # Bumped when the packages change: the runner rebuilds the agent's environment before its next start.
+    environment_version = models.PositiveIntegerField(default=1)
+    # Which MCP servers its sessions are given: "calvin" (/mcp) and "nanoclaw" (/mcp/nanoclaw).
+    tool_sets = models.JSONField(default=all_tool_sets, blank=True)
+    # The agent's own persistent workspace directory on its host (NanoClaw's groups/<name>/).
+    directory = models.CharField(max_length=500, blank=True, default="")
     created_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="created_agents"
     )
@@ -124,3 +145,66 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self):
+        unknown = [s for s in self.tool_sets or [] if s not in TOOL_SETS]
+        if not isinstance(self.tool_sets, list) or unknown:
+            raise ValidationError({"tool_sets": f"a list of tool sets among {', '.join(TOOL_SETS)}"})
+
+
+def destination_name_normalise(name: str) -> str:
+    """Lowercase words joined by single dashes: "Worker 1" -> "worker-1"."""
+    return re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")
+
+
+class Destination(models.Model):
+    """One name in an agent's destination map: a chat (a thread, or a Slack channel's top
+    level as a thread with an empty thread_ts) or another agent. The map is the agent's
+    permission list for send_message and send_file."""
+
+    # Names every session has without a row: its own thread. Not storable.
+    RESERVED = ("thread",)
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="destinations")
+    name = models.CharField(max_length=64, help_text="Lowercase with dashes; normalised on save.")
+    thread = models.ForeignKey(
+        "agent_sessions.Thread", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    target_agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "name"], name="destination_unique_name"),
+            models.CheckConstraint(
+                condition=Q(thread__isnull=True, target_agent__isnull=False)
+                | Q(thread__isnull=False, target_agent__isnull=True),
+                name="destination_one_target",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs):
+        self.name = destination_name_normalise(self.name)  # the invariant holds however the row is written
+        super().save(*args, **kwargs)
+
+    @property
+    def is_agent(self) -> bool:
+        return self.target_agent_id is not None
+
+    def clean(self):
+        self.name = destination_name_normalise(self.name)
+        if not self.name:
+            raise ValidationError({"name": "a name needs at least one letter or digit"})
+        if self.name in self.RESERVED:
+            raise ValidationError({"name": f"{self.name} is reserved: it always means the session's own thread"})
+        if (self.thread_id is None) == (self.target_agent_id is None):
+            raise ValidationError("choose either a thread or an agent")
+        workspace_id = self.agent.workspace_id
+        target = self.thread if self.thread_id else self.target_agent
+        if target.workspace_id != workspace_id:
+            raise ValidationError("a destination must be in the agent's own workspace")
+        if self.target_agent_id == self.agent_id:
+            raise ValidationError("an agent is not its own destination")

@@ -2,11 +2,13 @@
 
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from calvin.workspaces.models import Member, Quota, Workspace
+from calvin.workspaces.models import Agent, Member, Quota, Workspace
 
 DEMO_SLUG = "demo"
 DEMO_THREAD_TITLE = "Demo session"
@@ -19,6 +21,31 @@ def workspace_create(*, name: str, slug: str, owner_user=None) -> Workspace:
     if owner_user is not None:
         Member.objects.create(workspace=workspace, user=owner_user, role=Member.Role.OWNER)
     return workspace
+
+
+DEFAULT_AGENT_NAME = "main"
+
+
+def agent_directory_for(agent_id: int) -> str:
+    return str(Path(settings.CALVIN_AGENTS_DIR) / f"agent-{agent_id}")
+
+
+@transaction.atomic
+def agent_create(*, workspace: Workspace, name: str, instructions: str = "", created_by: Agent | None = None, **config):
+    """An agent with its own workspace directory."""
+    agent = Agent.objects.create(
+        workspace=workspace, name=name, instructions=instructions, created_by=created_by, **config
+    )
+    agent.directory = agent_directory_for(agent.id)
+    agent.save(update_fields=["directory"])
+    Path(agent.directory).mkdir(parents=True, exist_ok=True)
+    return agent
+
+
+def agent_default_for(workspace: Workspace) -> Agent:
+    """The agent a session gets when nobody chose one."""
+    agent = Agent.objects.filter(workspace=workspace, name=DEFAULT_AGENT_NAME).first()
+    return agent or agent_create(workspace=workspace, name=DEFAULT_AGENT_NAME)
 
 
 @dataclass

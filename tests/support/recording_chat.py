@@ -35,7 +35,7 @@ class RecordingChannel:
     def _deliver(self, thread, tool_call_id: int, kind: str) -> dict:
         return self._request(thread, "/deliveries", {"tool_call_id": tool_call_id, "kind": kind})
 
-    def post_message(self, *, thread, text: str, tool_call_id: int, author: str = "agent") -> dict:
+    def post_message(self, *, thread, message, tool_call_id: int) -> dict:
         return self._deliver(thread, tool_call_id, "message")
 
     def post_card(self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int) -> dict:

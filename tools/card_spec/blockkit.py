@@ -81,6 +81,26 @@ def card_blocks(items: list[Item]) -> list[dict]:
                         ],
                     }
                 )
+        elif kind == "actions":
+            # Buttons people press (a question's options, an approval's decision): the
+            # action_id carries where the press goes, as calvin/dashboard/actions.py names it.
+            elements = []
+            for i, b in enumerate(item["items"]):
+                if b.get("disabled"):
+                    continue  # Slack has no disabled button: a decided card shows its note instead
+                button = {
+                    "type": "button",
+                    "text": _plain(b["label"]),
+                    "value": str(b["value"]),
+                    "action_id": f"{item['action']}:{item['target_id']}:{i}",
+                }
+                if b.get("style") in ("primary", "danger"):
+                    button["style"] = b["style"]
+                elements.append(button)
+            for start in range(0, len(elements), BUTTONS_PER_ACTIONS):
+                blocks.append({"type": "actions", "elements": elements[start : start + BUTTONS_PER_ACTIONS]})
+        elif kind == "note":
+            blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": item["text"]}]})
         elif kind == "divider":
             blocks.append({"type": "divider"})
     return blocks

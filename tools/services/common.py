@@ -8,7 +8,7 @@ from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
 from secrets_vault.services import SecretInContent, refuse_if_contains_secret, session_secret_values
 from tools.caller import Caller
 from tools.errors import ToolRefused
-from tools.limits import runner_take_slot_and_insert
+from tools.limits import PER_RUNNER, runner_take_slot_and_insert
 from tools.models import ToolCall
 
 log = logging.getLogger(__name__)
@@ -45,14 +45,23 @@ def strings_in(value) -> list[str]:
 
 
 def tool_call_record(
-    *, caller: Caller, tool: str, arguments: dict, payload: dict, secret_values: list[str], file_name: str = ""
+    *,
+    caller: Caller,
+    tool: str,
+    arguments: dict,
+    payload: dict,
+    secret_values: list[str],
+    file_name: str = "",
+    server: str = ToolCall.Server.CALVIN,
+    status: str = ToolCall.Status.PENDING,
 ) -> ToolCall:
-    """Count the call against the runner's limit and write the outbox row, both or neither.
+    """Count the call against the runner's limit (for tools that have one) and write the
+    outbox row, both or neither.
 
     Nothing a tool stores may hold a secret in the clear, so every string of the arguments
     and the payload is checked here, whatever the tool checked before (`secret_values`
-    is required so that no tool can forget it). The effect task is published once that
-    is committed.
+    is required so that no tool can forget it). A pending call's effect task is published
+    once that is committed; any other status (awaiting approval, applied) publishes nothing.
     """
     refuse_secrets(
         what=f"an argument of {tool}", values=secret_values, content="\n".join(strings_in([arguments, payload]))
@@ -64,9 +73,15 @@ def tool_call_record(
         arguments=arguments,
         payload=payload,
         file=file_name,
+        server=server,
+        status=status,
     )
-    runner_take_slot_and_insert(runner_id=caller.runner_id, tool=tool, row=call)
-    transaction.on_commit(lambda: publish_effect(call.id))
+    if tool in PER_RUNNER:
+        runner_take_slot_and_insert(runner_id=caller.runner_id, tool=tool, row=call)
+    else:
+        call.save(force_insert=True)
+    if status == ToolCall.Status.PENDING:
+        transaction.on_commit(lambda: publish_effect(call.id))
     return call
 
 

@@ -93,7 +93,36 @@ def _check_size(size: int, path: str) -> None:
 def files_send(
     *, caller: Caller, path: str, comment: str | None = None, title: str | None = None, alt_text: str | None = None
 ) -> dict:
+    """Seed 000's send_file: into the session's own thread."""
+    return file_send(
+        caller=caller,
+        path=path,
+        post={"comment": comment, "title": title, "alt_text": alt_text},
+        arguments={"path": path, "comment": comment, "title": title, "alt_text": alt_text},
+        server="calvin",
+    )
+
+
+def file_send(
+    *,
+    caller: Caller,
+    path: str,
+    post: dict,
+    arguments: dict,
+    server: str,
+    thread_id: int | None = None,
+    display_name: str | None = None,
+) -> dict:
+    """The one file service both servers' send_file use: the rules of seed 000's send_file,
+    the copy, and one outbox row counted against the runner's one send_file limit.
+
+    `post` holds what is shown with the file (comment, title, alt_text); `display_name`
+    replaces the file's own name (NanoClaw's `filename`); `thread_id` sends it to a
+    destination thread instead of the session's own.
+    """
     opened = _open(caller, path)
+    name = display_name or opened.name
+    comment, title, alt_text = post.get("comment"), post.get("title"), post.get("alt_text")
     with os.fdopen(opened.fd, "rb") as handle:
         _check_size(opened.size, path)
         # Cheap early answer, so a runner at its limit cannot make us copy 100 MiB files.
@@ -103,7 +132,7 @@ def files_send(
         refuse_secrets(
             what="the path, file name, comment, title or alt text",
             values=values,
-            content="\n".join(filter(None, [path, opened.name, comment, title, alt_text])),
+            content="\n".join(filter(None, [path, opened.name, name, comment, title, alt_text])),
         )
         # Copied now, under a generated name (the real one travels in the payload): the
         # agent may change or delete its file before the worker runs.
@@ -113,25 +142,31 @@ def files_send(
         size = default_storage.size(stored)
         _check_size(size, path)
         with default_storage.open(stored, "rb") as copy:
-            content_type = _sniff(copy.read(16), opened.name)
+            content_type = _sniff(copy.read(16), name)
             if values:
                 copy.seek(0)
                 if _contains_any(copy, values):
                     _refuse(f"{path} contains the value of one of this session's secrets; nothing was sent")
+        payload = {
+            "file_name": name,
+            "title": title or name,
+            "comment": comment,
+            "alt_text": alt_text,
+            "size": size,
+            "content_type": content_type,
+        }
+        if thread_id is not None:
+            payload["thread_id"] = thread_id
         call = tool_call_record(
             caller=caller,
             tool="send_file",
-            arguments={"path": path, "comment": comment, "title": title, "alt_text": alt_text},
-            payload={
-                "file_name": opened.name,
-                "title": title or opened.name,
-                "size": size,
-                "content_type": content_type,
-            },
+            server=server,
+            arguments=arguments,
+            payload=payload,
             file_name=stored,
             secret_values=values,
         )
     except BaseException:
         default_storage.delete(stored)
         raise
-    return {"tool_call_id": call.id, "status": call.status, "file_name": opened.name, "size": size}
+    return {"tool_call_id": call.id, "status": call.status, "file_name": name, "size": size}

@@ -1,15 +1,50 @@
-// The thread page's live feed: messages pushed over the websocket are appended; on (re)connect
-// the page asks for what it missed. A static file, because the Content-Security-Policy allows no inline script.
+// The thread page's live feed: messages pushed over the websocket are appended (or replace the
+// one shown, when it was edited, reacted to or its card decided); on (re)connect the page asks
+// for what it missed. Buttons on cards post with the page's CSRF token and show the answer.
+// A static file, because the Content-Security-Policy allows no inline script.
 (function () {
   const box = document.getElementById("messages");
   const status = document.getElementById("live-status");
-  if (!box || !box.dataset.live) return;  // an earlier page is not live
+  if (!box) return;
+
+  box.addEventListener("submit", async (event) => {
+    const form = event.target.closest("form.actions");
+    if (!form) return;
+    event.preventDefault();
+    const button = event.submitter;
+    const result = form.querySelector(".action-result");
+    const token = document.querySelector("input[name=csrfmiddlewaretoken]");
+    const body = new FormData();
+    body.append("value", button ? button.value : "");
+    try {
+      const response = await fetch(form.action, {
+        method: "POST", body, credentials: "same-origin",
+        headers: {"X-CSRFToken": token ? token.value : "", "Accept": "application/json"},
+      });
+      const data = await response.json();
+      if (result) { result.textContent = data.text; result.dataset.ok = String(data.ok); }
+    } catch (error) {
+      if (result) { result.textContent = "could not reach Calvin; try again"; result.dataset.ok = "false"; }
+    }
+  });
+
+  if (!box.dataset.live) return;  // an earlier page is not live
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   let delay = 500;
 
   function lastId() {
     const ids = [...box.querySelectorAll("[id^=message-]")].map((el) => Number(el.id.slice(8)));
     return ids.length ? Math.max(...ids) : 0;
+  }
+
+  function show(data) {
+    const shown = document.getElementById(`message-${data.id}`);
+    if (shown && data.replace) { shown.outerHTML = data.html; return; }
+    if (shown) return;  // a retried delivery
+    // A send_message delivered late can have a smaller id than messages shown already: keep id order.
+    const later = [...box.querySelectorAll("[id^=message-]")].find((el) => Number(el.id.slice(8)) > data.id);
+    if (later) later.insertAdjacentHTML("beforebegin", data.html);
+    else box.insertAdjacentHTML("beforeend", data.html);
   }
 
   function connect() {
@@ -22,8 +57,7 @@
       const data = JSON.parse(event.data);
       if (data.reload) { location.replace(location.pathname); return; }  // missed too much: show the latest page
       if (typeof data.html !== "string") return;  // e.g. {"error": ...}
-      if (document.getElementById(`message-${data.id}`)) return;  // a retried delivery
-      box.insertAdjacentHTML("beforeend", data.html);
+      show(data);
     };
     ws.onclose = (event) => {
       if (event.code === 4403) { status.textContent = "not allowed"; status.dataset.state = "refused"; return; }

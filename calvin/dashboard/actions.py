@@ -1,0 +1,32 @@
+"""Buttons people press on cards: a question's options, an approval's decision, a card's choices.
+
+A card item {"kind": "actions", "action": <name>, "target_id": <id>, "items": [...]} is a
+row of buttons; pressing one reaches the handler named here with the thread it was pressed
+in, the member who pressed it, and the button's value. The web channel calls them from
+`action_press` (calvin/dashboard/views.py); the Slack adapter will call the same handlers
+from interactivity payloads. Each handler checks that the target lives in that thread and
+that the member may press it, changes state by compare-and-swap, and returns the text to
+show the person who pressed.
+"""
+
+from django.utils.module_loading import import_string
+
+
+class ActionRefused(Exception):
+    """The press changes nothing; the text says why (not allowed, already decided, expired)."""
+
+
+HANDLERS = {
+    "question": "tools.services.questions.question_answer_pressed",
+    "approval": "approvals.services.approval_decision_pressed",
+    "choice": "tools.services.nanoclaw_cards.card_choice_pressed",
+}
+
+
+def action_press(*, action: str, thread, member, target_id: int, value: str, via: str) -> str:
+    path = HANDLERS.get(action)
+    if path is None:
+        raise ActionRefused(f"unknown action {action}")
+    if member is None:
+        raise ActionRefused("only members of this workspace can press this")
+    return import_string(path)(thread=thread, member=member, target_id=target_id, value=value, via=via)
