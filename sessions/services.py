@@ -96,14 +96,19 @@ LIVE_STATUSES = (Session.Status.QUEUED, Session.Status.RUNNING, Session.Status.I
 
 
 @transaction.atomic
-def agent_inbox_session(*, agent, owner=None) -> Session:
+def agent_inbox_session(*, agent, owner_id: int | None = None) -> Session:
     """The session that takes messages for `agent`: its latest live one, or a new one in a
     new web thread (an agent with no session running still gets its messages)."""
     from calvin.workspaces.models import Agent
 
     Agent.objects.select_for_update().filter(id=agent.id).first()  # two senders make one session, not two
     live = Session.objects.filter(agent=agent, status__in=LIVE_STATUSES).order_by("-id").first()
-    return live or session_start(workspace=agent.workspace, owner=owner, agent=agent, title=f"{agent.name}'s inbox")
+    if live:
+        return live
+    from calvin.workspaces.models import Member
+
+    owner = Member.objects.filter(id=owner_id).first() if owner_id else None
+    return session_start(workspace=agent.workspace, owner=owner, agent=agent, title=f"{agent.name}'s inbox")
 
 
 @transaction.atomic

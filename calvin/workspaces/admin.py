@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from calvin.workspaces.models import Agent, Member, Quota, Repository, Workspace
+from calvin.workspaces.models import Agent, Destination, Member, Quota, Repository, Workspace
 
 
 class MemberInline(admin.TabularInline):
@@ -38,8 +38,19 @@ class QuotaAdmin(admin.ModelAdmin):
     search_fields = ["workspace__name"]
 
 
+class DestinationInline(admin.TabularInline):
+    """The agent's destination map: its permission list for send_message and send_file."""
+
+    model = Destination
+    fk_name = "agent"
+    extra = 1
+    fields = ["name", "thread", "target_agent"]
+    raw_id_fields = ["thread", "target_agent"]
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["name", "workspace", "cli_scope", "model", "created_at"]
+    inlines = [DestinationInline]
+    list_display = ["name", "workspace", "cli_scope", "model", "environment_version", "created_at"]
     list_filter = ["cli_scope", "model", "workspace"]
     search_fields = ["name", "instructions"]

@@ -104,6 +104,14 @@ def check_working_platform(base: str, output: str, var: Path, password: str) -> 
     server = snippet["mcpServers"]["calvin"]
     assert server["type"] == "http" and server["url"] == f"{base}/mcp"
     token = server["headers"]["Authorization"].removeprefix("Bearer ")
+    # One entry per tool set, with the same token.
+    assert set(snippet["mcpServers"]) == {"calvin", "nanoclaw"}
+    nanoclaw = snippet["mcpServers"]["nanoclaw"]
+    assert nanoclaw["url"] == f"{base}/mcp/nanoclaw" and nanoclaw["headers"] == server["headers"]
+    sent = Agent(session=None, runner=None, token=token, url=nanoclaw["url"]).call(
+        "send_message", {"text": "Hello from nanoclaw", "to": "thread"}
+    )
+    assert not sent.is_error and sent.structured_content["messageId"] > 0, text_of(sent)
 
     agent = Agent(session=None, runner=None, token=token, url=server["url"])
     spec = {"root": "c", "elements": {"c": {"type": "Card", "props": {"title": "Hello from up"}}}}

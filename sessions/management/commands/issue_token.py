@@ -14,7 +14,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("session", type=int, help="Session id")
         parser.add_argument("--host", default="localhost", help="The runner's host name")
-        parser.add_argument("--url", default="http://127.0.0.1:8000/mcp", help="Gateway MCP URL for --mcp-json")
+        parser.add_argument("--url", default="http://127.0.0.1:8000", help="The gateway's base URL, for --mcp-json")
         parser.add_argument("--mcp-json", action="store_true", help="Print a .mcp.json for Claude Code instead")
 
     def handle(self, *args, session, host, url, mcp_json, **options):
@@ -24,7 +24,8 @@ class Command(BaseCommand):
             raise CommandError(f"no session {session}") from None
         runner, token = runner_start(session=target, host=host)
         if mcp_json:
-            self.stdout.write(json.dumps(mcp_json_for(url=url, token=token), indent=2))
+            tool_sets = target.agent.tool_sets if target.agent else None
+            self.stdout.write(json.dumps(mcp_json_for(url=url, token=token, tool_sets=tool_sets), indent=2))
         else:
             self.stdout.write(token)
         self.stderr.write(
@@ -32,5 +33,17 @@ class Command(BaseCommand):
         )
 
 
-def mcp_json_for(*, url: str, token: str) -> dict:
-    return {"mcpServers": {"calvin": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}}
+def mcp_json_for(*, url: str, token: str, tool_sets=None) -> dict:
+    """One entry per tool set the session is given, all with the same token. `url` is the
+    gateway's base URL (a trailing /mcp is accepted too)."""
+    from tools.server import PATHS
+
+    base = url.rstrip("/").removesuffix("/mcp")
+    headers = {"Authorization": f"Bearer {token}"}
+    return {
+        "mcpServers": {
+            name: {"type": "http", "url": base + path, "headers": headers}
+            for name, path in PATHS.items()
+            if tool_sets is None or name in tool_sets
+        }
+    }

@@ -37,7 +37,7 @@ class Command(BaseCommand):
         demo = demo_ensure(can_show_password=self.stdout.isatty())
         runner, token = runner_start(session=demo.session, host="localhost")
         base = settings.CALVIN_PUBLIC_URL.rstrip("/") or f"http://{host}:{port}"
-        snippet = mcp_json_for(url=f"{base}/mcp", token=token)
+        snippet = mcp_json_for(url=base, token=token, tool_sets=demo.session.agent.tool_sets)
         (settings.VAR_DIR / "demo.mcp.json").write_text(json.dumps(snippet, indent=2))
         (settings.VAR_DIR / "demo.mcp.json").chmod(0o600)
         block = self._block(demo=demo, base=base, snippet=snippet)

@@ -1,0 +1,349 @@
+"""The nanoclaw server's messaging over real MCP HTTP: destinations, send_message, send_file,
+edit_message and add_reaction, with the real worker on PostgreSQL and Redis."""
+
+import asyncio
+import time
+
+import httpx2
+import pytest
+from django.core.exceptions import ValidationError
+
+from calvin.workspaces.models import Agent as AgentConfig
+from calvin.workspaces.models import Destination, Member
+from calvin.workspaces.services import agent_create, workspace_create
+from sessions.models import Message, Reaction, Session, Turn
+from sessions.services import message_post_by_person, session_start
+from tests.conftest import text_of, wait_for
+from tools import services
+from tools.models import ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def ok(result) -> dict:
+    assert not result.is_error, text_of(result)
+    return result.structured_content
+
+
+def refused(result, *expected: str) -> str:
+    text = text_of(result)
+    assert result.is_error, text
+    for part in expected:
+        assert part in text, text
+    return text
+
+
+def applied(call_id: int) -> ToolCall:
+    return wait_for(lambda: (c := ToolCall.objects.get(id=call_id)).status == ToolCall.Status.APPLIED and c)
+
+
+def delivered(message_id: int) -> Message:
+    return wait_for(lambda: (m := Message.objects.get(id=message_id)).delivered_at is not None and m)
+
+
+@pytest.fixture
+def nano(agent):
+    return agent.nanoclaw
+
+
+def add_thread_destination(agent, name: str, **session_kwargs) -> Session:
+    other = session_start(workspace=agent.session.workspace, title=f"{name} thread", **session_kwargs)
+    Destination.objects.create(agent=agent.session.agent, name=name, thread=other.thread)
+    return other
+
+
+# send_message
+
+
+def test_send_message_to_the_own_thread_returns_the_id_at_once_and_the_worker_delivers_it(nano):
+    sent = ok(nano.call("send_message", {"text": "Halfway there", "to": "thread"}))
+    message = delivered(sent["messageId"])
+    assert (message.thread_id, message.text, message.author) == (nano.session.thread_id, "Halfway there", "agent")
+    call = message.tool_call
+    assert (call.server, call.tool, call.arguments) == (
+        "nanoclaw",
+        "send_message",
+        {"text": "Halfway there", "to": "thread"},
+    )
+    applied(call.id)
+
+
+def test_an_unknown_destination_is_refused_with_the_valid_names_and_nothing_is_stored(nano):
+    add_thread_destination(nano, "Family Chat")  # normalised on write
+    text = refused(nano.call("send_message", {"text": "hi", "to": "friends"}), "unknown destination 'friends'")
+    assert text.endswith("thread, family-chat")
+    assert not ToolCall.objects.filter(session=nano.session).exists()
+    assert not Message.objects.filter(author="agent").exists()
+
+
+def test_a_destination_of_another_agent_is_not_in_this_agents_map(nano, workspace):
+    other_agent = agent_create(workspace=workspace, name="other")
+    thread = session_start(workspace=workspace, title="theirs").thread
+    Destination.objects.create(agent=other_agent, name="theirs", thread=thread)
+    refused(nano.call("send_message", {"text": "hi", "to": "theirs"}), "unknown destination 'theirs'")
+
+
+def test_send_message_to_a_chat_destination_goes_to_that_thread(nano):
+    family = add_thread_destination(nano, "family")
+    sent = ok(nano.call("send_message", {"text": "Dinner at 7", "to": "family"}))
+    message = delivered(sent["messageId"])
+    assert message.thread_id == family.thread_id and sent["to"] == "family"
+
+
+def test_send_message_to_an_agent_queues_a_turn_in_its_inbox_making_a_session_when_none_runs(nano, workspace):
+    worker = agent_create(workspace=workspace, name="worker-1")
+    Destination.objects.create(agent=nano.session.agent, name="worker-1", target_agent=worker)
+    assert not Session.objects.filter(agent=worker).exists()
+    first = ok(nano.call("send_message", {"text": "Please run the tests", "to": "worker-1"}))
+    second = ok(nano.call("send_message", {"text": "And the linter", "to": "worker-1"}))
+    inbox = Session.objects.get(agent=worker)  # one session takes both
+    assert inbox.owner_id == nano.session.owner_id
+    messages = list(Message.objects.filter(thread=inbox.thread).order_by("id"))
+    assert [m.id for m in messages] == [first["messageId"], second["messageId"]]
+    assert [m.text for m in messages] == ["Please run the tests", "And the linter"]
+    assert all(m.sender_agent_id == nano.session.agent_id and m.delivered_at for m in messages)
+    turns = Turn.objects.filter(session=inbox).order_by("id")
+    assert [t.prompt_id for t in turns] == [m.id for m in messages] and all(t.status == "queued" for t in turns)
+
+
+def test_messages_to_an_agent_with_a_live_session_go_to_that_session(nano, workspace):
+    worker = agent_create(workspace=workspace, name="worker-2")
+    Destination.objects.create(agent=nano.session.agent, name="worker-2", target_agent=worker)
+    running = session_start(workspace=workspace, agent=worker, title="already running")
+    sent = ok(nano.call("send_message", {"text": "ping", "to": "worker-2"}))
+    assert Message.objects.get(id=sent["messageId"]).thread_id == running.thread_id
+
+
+def test_a_message_with_a_secret_is_refused(nano, settings):
+    from secrets_vault.crypto import new_key
+    from secrets_vault.services import secret_set
+
+    settings.SP_STORE_KEY = [new_key()]
+    secret_set(session=nano.session, name="API_TOKEN", value="s3cr3t-value-42")
+    refused(nano.call("send_message", {"text": "token is s3cr3t-value-42", "to": "thread"}), "secrets")
+    assert not ToolCall.objects.exists()
+
+
+# send_file
+
+
+def test_send_file_goes_to_the_destination_with_its_display_name_and_text(nano):
+    family = add_thread_destination(nano, "family")
+    (nano.directory / "plot.csv").write_text("a,b\n1,2\n")
+    result = ok(
+        nano.call("send_file", {"path": "plot.csv", "to": "family", "text": "The data", "filename": "data.csv"})
+    )
+    call = applied(result["tool_call_id"])
+    message = Message.objects.get(tool_call=call)
+    assert (message.thread_id, message.file_name, message.file_title, message.text) == (
+        family.thread_id,
+        "data.csv",
+        "data.csv",
+        "The data",
+    )
+    assert call.server == "nanoclaw" and call.arguments["to"] == "family"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"path": "/etc/passwd", "to": "thread"}, "outside"),
+        ({"path": "missing.txt", "to": "thread"}, "missing.txt"),
+        ({"path": "ok.txt", "to": "nowhere"}, "unknown destination 'nowhere'"),
+        ({"path": "ok.txt", "to": "thread", "filename": "../evil"}, "filename is a display name"),
+        ({"path": "ok.txt", "to": "thread", "filename": ".."}, "filename is a display name"),
+    ],
+)
+def test_send_file_refusals(nano, arguments, expected):
+    (nano.directory / "ok.txt").write_text("fine")
+    refused(nano.call("send_file", arguments), expected)
+    assert not ToolCall.objects.exists()
+
+
+def test_send_file_to_an_agent_is_refused_plainly(nano, workspace):
+    worker = agent_create(workspace=workspace, name="worker-3")
+    Destination.objects.create(agent=nano.session.agent, name="worker-3", target_agent=worker)
+    (nano.directory / "ok.txt").write_text("fine")
+    refused(nano.call("send_file", {"path": "ok.txt", "to": "worker-3"}), "worker-3 is an agent")
+
+
+def test_both_servers_send_files_against_one_per_runner_limit(agent):
+    (agent.directory / "ok.txt").write_text("fine")
+    agent.runner.counts.filter(tool="send_file").update(used=48)
+    ok(agent.nanoclaw.call("send_file", {"path": "ok.txt", "to": "thread"}))
+    ok(agent.call("send_file", {"path": "ok.txt"}))
+    limit = "limit of 50 files per runner reached"
+    refused(agent.nanoclaw.call("send_file", {"path": "ok.txt", "to": "thread"}), limit)
+    refused(agent.call("send_file", {"path": "ok.txt"}), limit)
+    assert agent.runner.counts.get(tool="send_file").used == 50
+
+
+# edit_message
+
+
+def test_edit_message_changes_the_delivered_text_and_marks_it_edited(nano):
+    sent = ok(nano.call("send_message", {"text": "Build is running", "to": "thread"}))
+    delivered(sent["messageId"])
+    edit = ok(nano.call("edit_message", {"messageId": sent["messageId"], "text": "Build passed"}))
+    assert edit["messageId"] == sent["messageId"]
+    message = wait_for(lambda: (m := Message.objects.get(id=sent["messageId"])).edited_at and m)
+    assert message.text == "Build passed"
+
+
+def test_edit_message_refuses_messages_this_agent_did_not_send(nano, make_agent, workspace):
+    person = message_post_by_person(thread=nano.session.thread, member=nano.session.owner, text="mine")
+    others = make_agent()  # same workspace, same default agent name "main" but a different session...
+    foreign_agent = agent_create(workspace=workspace, name="someone-else")
+    Session.objects.filter(id=others.session.id).update(agent=foreign_agent)
+    theirs = ok(others.nanoclaw.call("send_message", {"text": "not yours", "to": "thread"}))
+    tenant = workspace_create(name="Globex", slug="globex")
+    far = session_start(workspace=tenant, title="far away")
+    far_message = Message.objects.create(thread=far.thread, kind="text", author="agent", text="far")
+    for message_id in (person.id, theirs["messageId"], far_message.id, 10**12):
+        refused(
+            nano.call("edit_message", {"messageId": message_id, "text": "x"}),
+            f"message {message_id} is not one you sent",
+        )
+    assert not ToolCall.objects.filter(session=nano.session).exists()
+
+
+def test_an_edit_queued_behind_its_send_applies_after_it_never_before(nano, monkeypatch):
+    held = []
+    monkeypatch.setattr(services.common, "publish_effect", held.append)  # the gateway runs in this process
+    sent = ok(nano.call("send_message", {"text": "draft", "to": "thread"}))
+    ok(nano.call("edit_message", {"messageId": sent["messageId"], "text": "final"}))
+    send_id, edit_id = held
+    monkeypatch.undo()
+    services.common.publish_effect(edit_id)  # the edit reaches the worker first
+    time.sleep(1.0)
+    message = Message.objects.get(id=sent["messageId"])
+    assert message.delivered_at is None and message.text == "draft" and message.edited_at is None
+    assert ToolCall.objects.get(id=edit_id).status in ("pending", "applying")
+    assert ToolCall.objects.get(id=edit_id).attempts <= 1  # waiting costs no attempt
+    services.common.publish_effect(send_id)
+    applied(send_id)
+    applied(edit_id)
+    message.refresh_from_db()
+    assert message.text == "final" and message.edited_at >= message.delivered_at
+
+
+# add_reaction
+
+
+def test_add_reaction_with_a_shortcode_on_a_persons_message_in_the_own_thread(nano):
+    person = message_post_by_person(thread=nano.session.thread, member=nano.session.owner, text="Ship it?")
+    result = ok(nano.call("add_reaction", {"messageId": person.id, "emoji": "thumbs_up"}))
+    wait_for(lambda: Reaction.objects.filter(message=person, emoji="thumbs_up").exists())
+    ok(nano.call("add_reaction", {"messageId": person.id, "emoji": ":heart:"}))
+    wait_for(lambda: Reaction.objects.filter(message=person, emoji="heart").exists())
+    assert result["messageId"] == person.id
+
+
+@pytest.mark.parametrize("emoji", ["👍", "❤️", "Thumbs Up", "thumbs up", "<b>x</b>", "a" * 65, "::", "thumbs_up\n"])
+def test_add_reaction_refuses_anything_but_a_shortcode(nano, emoji):
+    person = message_post_by_person(thread=nano.session.thread, member=nano.session.owner, text="hi")
+    refused(nano.call("add_reaction", {"messageId": person.id, "emoji": emoji}), "shortcode")
+    assert not ToolCall.objects.exists()
+
+
+def test_add_reaction_refuses_messages_outside_the_agents_threads(nano, workspace):
+    elsewhere = session_start(workspace=workspace, agent=agent_create(workspace=workspace, name="x"), title="x")
+    theirs = message_post_by_person(thread=elsewhere.thread, member=None, text="not in your threads")
+    tenant = workspace_create(name="Globex", slug="globex")
+    far = message_post_by_person(thread=session_start(workspace=tenant, title="far").thread, member=None, text="far")
+    for message_id in (theirs.id, far.id):
+        refused(nano.call("add_reaction", {"messageId": message_id, "emoji": "eyes"}), "not in one of your threads")
+
+
+# Destinations, tool sets, availability
+
+
+def test_destination_names_are_normalised_unique_and_never_the_reserved_thread(workspace):
+    agent = agent_create(workspace=workspace, name="planner")
+    thread = session_start(workspace=workspace, title="t").thread
+    row = Destination.objects.create(agent=agent, name="  Worker  One!! ", thread=thread)
+    assert row.name == "worker-one"
+    with pytest.raises(Exception):  # noqa: B017 - the database's unique constraint
+        Destination.objects.create(agent=agent, name="WORKER one", thread=thread)
+    reserved = Destination(agent=agent, name="Thread", thread=thread)
+    with pytest.raises(ValidationError, match="reserved"):
+        reserved.clean()
+
+
+def test_a_destination_in_another_workspace_is_refused(workspace):
+    agent = agent_create(workspace=workspace, name="planner")
+    tenant = workspace_create(name="Globex", slug="globex")
+    foreign = Destination(agent=agent, name="spy", thread=session_start(workspace=tenant, title="t").thread)
+    with pytest.raises(ValidationError, match="own workspace"):
+        foreign.clean()
+    foreign_agent = Destination(agent=agent, name="spy", target_agent=agent_create(workspace=tenant, name="p"))
+    with pytest.raises(ValidationError, match="own workspace"):
+        foreign_agent.clean()
+
+
+def test_an_agent_given_only_calvin_gets_403_from_nanoclaw(agent):
+    AgentConfig.objects.filter(id=agent.session.agent_id).update(tool_sets=["calvin"])
+    assert {t.name for t in agent.list_tools()} == {"send_file", "post_card"}
+    response = httpx2.post(
+        agent.nanoclaw.url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"authorization": f"Bearer {agent.token}", "accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 403
+    assert response.json()["detail"] == "this session's agent is not given the nanoclaw tool set"
+
+
+def test_the_nanoclaw_server_lists_the_seeds_nine_tools_in_hosted_mode(nano):
+    names = [t.name for t in nano.list_tools()]
+    assert names == [
+        "send_message",
+        "send_file",
+        "edit_message",
+        "add_reaction",
+        "ask_user_question",
+        "send_card",
+        "create_agent",
+        "install_packages",
+        "add_mcp_server",
+    ]
+    schemas = {t.name: t.input_schema for t in nano.list_tools()}
+    assert set(schemas["send_message"]["properties"]) == {"text", "to"}
+    assert set(schemas["send_file"]["properties"]) == {"path", "to", "text", "filename"}
+    assert set(schemas["edit_message"]["properties"]) == {"messageId", "text"}
+    assert set(schemas["add_reaction"]["properties"]) == {"messageId", "emoji"}
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        (
+            "one-machine",
+            {"send_message", "send_file", "edit_message", "add_reaction", "ask_user_question", "send_card"},
+        ),
+        ("self-hosted", None),
+        ("hosted", None),
+    ],
+)
+def test_nanoclaw_availability_per_mode(mode, expected):
+    from mcp.client import Client
+
+    from tools.availability import OFFERED
+    from tools.server import build_server
+
+    async def names():
+        async with Client(build_server(mode, "nanoclaw")) as client:
+            return {t.name for t in (await client.list_tools()).tools}
+
+    assert asyncio.run(names()) == (expected or set(OFFERED["nanoclaw"]))
+
+
+def test_members_only_see_their_own_workspaces_destinations_in_refusals(nano, workspace):
+    """The valid names listed come from the caller's agent's map only, never another tenant's."""
+    tenant = workspace_create(name="Globex", slug="globex")
+    their_agent = agent_create(workspace=tenant, name="main")
+    Destination.objects.create(
+        agent=their_agent, name="globex-secret-room", thread=session_start(workspace=tenant).thread
+    )
+    text = refused(nano.call("send_message", {"text": "hi", "to": "x"}), "unknown destination")
+    assert "globex" not in text
+    assert Member.objects.filter(workspace=workspace).exists()

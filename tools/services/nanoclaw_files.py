@@ -1,0 +1,38 @@
+"""NanoClaw's send_file(path, to, text, filename): the one file service, to a chat destination."""
+
+from tools.caller import Caller
+from tools.errors import ToolRefused
+from tools.services.destinations import destination_resolve
+from tools.services.files import file_send
+
+
+def _display_name(filename: str) -> str:
+    name = filename.strip()
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
+        raise ToolRefused("filename is a display name: no slashes, not empty, not . or ..")
+    return name
+
+
+def nanoclaw_file_send(*, caller: Caller, path: str, to: str, text: str | None, filename: str | None) -> dict:
+    destination = destination_resolve(caller=caller, to=to)
+    if destination.agent is not None:
+        raise ToolRefused(
+            f"{destination.name} is an agent: send_file goes to chat destinations; tell the agent where the file"
+            " is with send_message instead"
+        )
+    name = _display_name(filename) if filename is not None else None
+    result = file_send(
+        caller=caller,
+        path=path,
+        post={"comment": text, "title": None, "alt_text": None},
+        arguments={"path": path, "to": to, "text": text, "filename": filename},
+        server="nanoclaw",
+        thread_id=destination.thread_id,
+        display_name=name,
+    )
+    return {
+        "tool_call_id": result["tool_call_id"],
+        "to": destination.name,
+        "status": result["status"],
+        "file_name": result["file_name"],
+    }
