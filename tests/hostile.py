@@ -76,10 +76,40 @@ def _card(**props_by_id) -> dict:
     return {"root": "root", "elements": elements, "state": {"k": "v"}}
 
 
-# One valid call per tool. Every tool the gateway lists must be here.
+# A message id the test replaces with one of the agent's own sent messages.
+OWN_MESSAGE = 424242
+
+# One valid call per tool of each server. Every tool a server lists must be here.
 VALID_CALLS = {
-    "send_file": {"path": "ok.txt", "comment": "c", "title": "t", "alt_text": "a"},
-    "post_card": {"spec": _card()},
+    "calvin": {
+        "send_file": {"path": "ok.txt", "comment": "c", "title": "t", "alt_text": "a"},
+        "post_card": {"spec": _card()},
+    },
+    "nanoclaw": {
+        "send_message": {"text": "t", "to": "thread"},
+        "send_file": {"path": "ok.txt", "to": "thread", "text": "t", "filename": "f.txt"},
+        "edit_message": {"messageId": OWN_MESSAGE, "text": "t"},
+        "add_reaction": {"messageId": OWN_MESSAGE, "emoji": "thumbs_up"},
+        # Blocking until answered or timed out: the shortest timeout keeps the corpus run short.
+        "ask_user_question": {
+            "title": "t",
+            "question": "q",
+            "options": ["a", {"label": "b", "value": "v"}],
+            "timeout": 1,
+        },
+        "send_card": {
+            "card": {
+                "title": "t",
+                "description": "d",
+                "children": [{"type": "text", "text": "x"}],
+                "actions": [{"label": "Open", "url": "https://example.com"}, {"label": "Pick", "value": "p"}],
+            },
+            "fallbackText": "f",
+        },
+        "create_agent": {"name": "helper", "instructions": "i"},
+        "install_packages": {"apt": ["jq"], "npm": ["left-pad"], "reason": "r"},
+        "add_mcp_server": {"name": "srv", "command": "npx", "args": ["-y", "x"], "env": {"MODE": "fast"}},
+    },
 }
 
 # Where, inside a valid post_card spec, each corpus value is put in turn (a JSON path).
@@ -115,3 +145,12 @@ def with_value_at(arguments: dict, path: tuple, value_json: str) -> str:
         node = node[key]
     node[path[-1]] = MARK
     return json.dumps(copy).replace(json.dumps(MARK), value_json)
+
+
+def leaf_slots(value, path: tuple = ()) -> list[tuple]:
+    """Every place inside a nested argument where a corpus value can go (each dict value, each list item)."""
+    if isinstance(value, dict):
+        return [slot for key, item in value.items() for slot in leaf_slots(item, (*path, key))] or [path]
+    if isinstance(value, list):
+        return [slot for i, item in enumerate(value) for slot in leaf_slots(item, (*path, i))] or [path]
+    return [path]
