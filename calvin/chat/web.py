@@ -22,15 +22,16 @@ class WebChannel:
         thread_push_on_commit(message)
         return {"message_id": message.id}
 
-    def _changed(self, message: Message, **fields) -> dict:
+    def _changed(self, message: Message, replace: bool = True, **fields) -> dict:
         for name, value in fields.items():
             setattr(message, name, value)
         message.save(update_fields=list(fields))
-        thread_push_on_commit(message, replace=True)
+        thread_push_on_commit(message, replace=replace)
         return {"message_id": message.id}
 
     def post_message(self, *, thread, message: Message, tool_call_id: int) -> dict:
-        return self._changed(message, delivered_at=timezone.now())
+        # First shown now: a new message for the pages, not a change to one they have.
+        return self._changed(message, replace=False, delivered_at=timezone.now())
 
     def edit_message(self, *, thread, message: Message, text: str) -> dict:
         return self._changed(message, text=text, edited_at=timezone.now())

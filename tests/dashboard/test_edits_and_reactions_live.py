@@ -1,0 +1,61 @@
+"""The web channel shows send_message, its edit (marked edited) and reactions live, over a real websocket."""
+
+import json
+
+import pytest
+
+from sessions.models import Message
+from tests.conftest import text_of
+from tests.dashboard.conftest import OWNER_PASSWORD, login_cookie, ws_connect
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def next_event(ws, timeout: float = 15.0) -> dict:
+    return json.loads(ws.recv(timeout=timeout))
+
+
+def test_a_sent_message_its_edit_and_a_reaction_arrive_live(gateway, agent):
+    nano = agent.nanoclaw
+    sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
+    with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
+        sent = nano.call("send_message", {"text": "Deploying <b>now</b>", "to": "thread"})
+        assert not sent.is_error, text_of(sent)
+        message_id = sent.structured_content["messageId"]
+        shown = next_event(ws)
+        assert shown["id"] == message_id and not shown["replace"]
+        assert "Deploying &lt;b&gt;now&lt;/b&gt;" in shown["html"] and "edited" not in shown["html"]
+
+        edit = nano.call("edit_message", {"messageId": message_id, "text": "Deployed"})
+        assert not edit.is_error, text_of(edit)
+        edited = next_event(ws)
+        assert edited["id"] == message_id and edited["replace"]
+        assert "<p>Deployed</p>" in edited["html"] and 'class="edited"' in edited["html"]
+
+        reaction = nano.call("add_reaction", {"messageId": message_id, "emoji": "rocket"})
+        assert not reaction.is_error, text_of(reaction)
+        reacted = next_event(ws)
+        assert reacted["id"] == message_id and reacted["replace"]
+        assert 'data-emoji="rocket"' in reacted["html"] and "<p>Deployed</p>" in reacted["html"]
+
+
+def test_a_queued_send_message_is_not_in_the_transcript_until_delivered(gateway, agent, monkeypatch):
+    """A page that loads (or catches up) while a send_message waits for the worker does not show it early."""
+    from tools import services
+
+    held = []
+    monkeypatch.setattr(services.common, "publish_effect", held.append)
+    sent = agent.nanoclaw.call("send_message", {"text": "not yet", "to": "thread"})
+    message_id = sent.structured_content["messageId"]
+    sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
+    import httpx2
+
+    page = httpx2.get(f"{gateway}/threads/{agent.session.thread_id}/", cookies={"sessionid": sessionid})
+    assert page.status_code == 200 and f"message-{message_id}" not in page.text
+    with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
+        ws.send(json.dumps({"since": 0}))
+        monkeypatch.undo()
+        services.common.publish_effect(held[0])
+        event = next_event(ws)
+        assert event["id"] == message_id  # the delivery, not the catch-up, brought it
+    assert Message.objects.get(id=message_id).delivered_at is not None
