@@ -505,7 +505,12 @@ def machine_info() -> dict:
 
 async def bench(plan: Plan, procs: Processes) -> dict:
     markers = Markers()
-    rows = {"noop": Row("bare no-op"), "post_card": Row("post_card"), "send_file": Row("send_file")}
+    rows = {
+        "noop": Row("bare no-op"),
+        "post_card": Row("post_card"),
+        "send_file": Row("send_file"),
+        "send_message": Row("send_message"),
+    }
     phase_seconds: dict[str, float] = {}
 
     def phase(name: str):
@@ -577,7 +582,12 @@ async def bench(plan: Plan, procs: Processes) -> dict:
     def send_file_args(marker: str | None = None) -> dict:
         return {"path": file_name, "comment": f"Report {marker or markers.new()}"}
 
-    tools = {"post_card": post_card_args, "send_file": send_file_args}
+    def send_message_args(marker: str | None = None) -> dict:
+        return {"text": f"Update {marker or markers.new()}", "to": "thread"}
+
+    # The calvin server's tools at /mcp; send_message is the nanoclaw server's, at /mcp/nanoclaw.
+    tools = {"post_card": post_card_args, "send_file": send_file_args, "send_message": send_message_args}
+    urls = {"post_card": url, "send_file": url, "send_message": f"{url}/nanoclaw"}
     try:
         # The worker and websocket path answer before anything is timed (first effect: up to 60 s).
         async with Agent(url, "post_card", pool, on_rotate=watcher.watch) as probe:
@@ -590,7 +600,7 @@ async def bench(plan: Plan, procs: Processes) -> dict:
 
         for name, make_args in tools.items():
             phase(f"{name} sequential")
-            async with Agent(url, name, pool) as agent:
+            async with Agent(urls[name], name, pool) as agent:
                 await sequential(agent, make_args, rows[name], plan.warmup, plan.sequential)
             phase_end(f"{name} sequential")
             await wait_drained()
@@ -613,7 +623,11 @@ async def bench(plan: Plan, procs: Processes) -> dict:
             phase(f"{name} {plan.clients} clients")
             after = max_tool_call_id()
             await concurrent(
-                lambda name=name: Agent(url, name, pool), make_args, rows[name], plan.clients, plan.concurrent_total
+                lambda name=name: Agent(urls[name], name, pool),
+                make_args,
+                rows[name],
+                plan.clients,
+                plan.concurrent_total,
             )
             phase_end(f"{name} {plan.clients} clients")
             await wait_drained()
@@ -622,7 +636,7 @@ async def bench(plan: Plan, procs: Processes) -> dict:
         for name, make_args in tools.items():
             phase(f"{name} effect visible")
             after = max_tool_call_id()
-            async with Agent(url, name, pool, on_rotate=watcher.watch) as agent:
+            async with Agent(urls[name], name, pool, on_rotate=watcher.watch) as agent:
                 await effect_visible(agent, watcher, markers, make_args, rows[name], plan.effect)
             phase_end(f"{name} effect visible")
             await wait_drained()
@@ -669,7 +683,7 @@ def report(plan: Plan, info: dict, out: dict, elapsed: float) -> dict:
     ratio = card / bare
     verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
     print(f"post_card p50 / bare p50 = {ratio:.2f}x   (target <= {TARGET_RATIO:g}x: {verdict})")
-    for name in ("send_file",):
+    for name in ("send_file", "send_message"):
         print(f"{name} p50 / bare p50 = {pct(rows[name].latencies, 50) / bare:.2f}x")
     paused = out["paused"]
     paused_p50 = pct(paused.latencies, 50)
@@ -677,22 +691,22 @@ def report(plan: Plan, info: dict, out: dict, elapsed: float) -> dict:
         f"post_card with the worker paused: p50 {ms(paused_p50)} ms, p99 {ms(pct(paused.latencies, 99))} ms "
         f"= {paused_p50 / bare:.2f}x bare ({paused.errors} errors)"
     )
-    for name in ("post_card", "send_file"):
+    for name in ("post_card", "send_file", "send_message"):
         p50 = pct(rows[name].effect, 50)
         verdict = "met" if p50 is not None and p50 * 1000 < TARGET_EFFECT_MS else "NOT met"
         print(f"{name} effect visible p50 = {ms(p50)} ms   (target < {TARGET_EFFECT_MS:g} ms: {verdict})")
     bare_cps = rows["noop"].calls_per_s
-    for name in ("post_card", "send_file"):
+    for name in ("post_card", "send_file", "send_message"):
         print(f"{name} calls/s at {plan.clients} clients = {100 * rows[name].calls_per_s / bare_cps:.0f} % of bare")
     print()
     print("From the database (created = recorded by the web process, claimed = picked up by the worker):")
-    for name in ("post_card", "send_file"):
+    for name in ("post_card", "send_file", "send_message"):
         e = rows[name].effect_path
         print(
             f"  {name}, one call at a time: created->claimed p50 {e['queue_p50_ms']:.1f} ms, "
             f"claimed->applied p50 {e['apply_p50_ms']:.1f} ms"
         )
-    for name in ("post_card", "send_file"):
+    for name in ("post_card", "send_file", "send_message"):
         w = rows[name].worker
         print(
             f"  {name}, {plan.clients} clients: worker applied {w['applied']} ({w['not_applied']} not applied) "
