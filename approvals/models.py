@@ -54,8 +54,17 @@ class PendingApproval(models.Model):
 
     @classmethod
     def transition(cls, approval_id: int, *, source: str, target: str, **fields) -> bool:
-        """Compare-and-swap source -> target; true only if this call made the change."""
+        """Compare-and-swap source -> target; true only if this call made the change.
+
+        A pending approval is decided (approved, denied) only before its expires_at, so a
+        click after it changes nothing even before the sweep ran; it expires only after.
+        """
         if target not in cls.TRANSITIONS.get(source, ()):
             raise ValueError(f"no transition {source} -> {target}")
-        stamp = {"decided_at": timezone.now()} if source == cls.Status.PENDING else {"finished_at": timezone.now()}
-        return cls.objects.filter(id=approval_id, status=source).update(status=target, **stamp, **fields) == 1
+        now = timezone.now()
+        rows = cls.objects.filter(id=approval_id, status=source)
+        if source == cls.Status.PENDING:
+            expired = target == cls.Status.EXPIRED
+            rows = rows.filter(expires_at__lte=now) if expired else rows.filter(expires_at__gt=now)
+        stamp = {"decided_at": now} if source == cls.Status.PENDING else {"finished_at": now}
+        return rows.update(status=target, **stamp, **fields) == 1

@@ -1,7 +1,306 @@
-"""Approval state changes: request, decide, apply's bookkeeping, expire. (Filled in by the approvals work.)"""
+"""Approval state changes: request, decide, apply's bookkeeping, expire, and the card.
+
+The lifecycle (approvals/models.py): pending -> approved -> applied | failed,
+pending -> denied, pending -> expired; each step a compare-and-swap, so a second click, a
+stale card or a late decision changes nothing. The ToolCall it gates moves with it:
+awaiting_approval -> pending (queued for the worker) | denied | expired. The agent learns
+every outcome as a system message in its session; the card is edited in place.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.cards import approval_card, duration
+from approvals.models import PendingApproval
+from calvin.chat import ChatPermanentError
+from calvin.workspaces.models import Workspace
+from tools.caller import Caller
+from tools.errors import ToolRefused
+from tools.models import ToolCall
+from tools.services.common import publish_effect, tool_call_record
+
+log = logging.getLogger(__name__)
+
+S = PendingApproval.Status
+# Requests one session may have waiting at once: an agent cannot flood its thread with cards.
+MAX_PENDING_PER_SESSION = 10
+EXPIRE_BATCH = 500
+
+
+class ApprovalRefused(Exception):
+    """A decision that changes nothing; the text says why (not allowed, already decided, expired)."""
+
+
+def _queue_on_commit(task, approval_id: int) -> None:
+    """Queue a card task once the change commits. A lost publish is not lost work: the
+    sweep posts cards that are missing, and a card refresh only renders stored state."""
+
+    def publish():
+        try:
+            task.apply_async((approval_id,), retry=False)
+        except Exception:
+            log.warning("could not queue %s for approval %s", task.name, approval_id, exc_info=True)
+
+    transaction.on_commit(publish)
+
+
+def _card_post_later(approval_id: int) -> None:
+    from approvals.tasks import post_approval_card
+
+    _queue_on_commit(post_approval_card, approval_id)
+
+
+def _card_refresh_later(approval_id: int) -> None:
+    from approvals.tasks import refresh_approval_card
+
+    _queue_on_commit(refresh_approval_card, approval_id)
+
+
+def _tell_agent(approval: PendingApproval, text: str) -> None:
+    from sessions.services import inbox_post
+
+    inbox_post(session=approval.session, text=text)
+
+
+def _named(approval: PendingApproval) -> str:
+    return f"{approval.kind} (approval {approval.id}: {approval.summary})"
+
+
+# Request
+
+
+@transaction.atomic
+def approval_request(
+    *,
+    caller: Caller,
+    tool: str,
+    arguments: dict,
+    summary: str,
+    secret_values: list[str],
+    payload: dict | None = None,
+    server: str = ToolCall.Server.NANOCLAW,
+) -> PendingApproval:
+    """Record the call with the exact arguments that will run once approved (it waits,
+    publishing nothing), open its approval, and post the card once this commits."""
+    waiting = PendingApproval.objects.filter(session_id=caller.session_id, status=S.PENDING).count()
+    if waiting >= MAX_PENDING_PER_SESSION:
+        raise ToolRefused(
+            f"{waiting} requests of this session already wait for a decision (at most {MAX_PENDING_PER_SESSION});"
+            " wait for them to be decided"
+        )
+    call = tool_call_record(
+        caller=caller,
+        tool=tool,
+        arguments=arguments,
+        payload=payload or {},
+        secret_values=secret_values,
+        server=server,
+        status=ToolCall.Status.AWAITING_APPROVAL,
+    )
+    timeout = Workspace.objects.values_list("approval_timeout", flat=True).get(id=caller.workspace_id)
+    approval = PendingApproval.objects.create(
+        session_id=caller.session_id,
+        tool_call=call,
+        kind=tool,
+        summary=summary if len(summary) <= 300 else summary[:299] + "…",
+        details=arguments,  # the same arguments the effect reads: what is approved is what runs
+        expires_at=timezone.now() + timeout,
+    )
+    _card_post_later(approval.id)
+    return approval
+
+
+# Decide
+
+
+def approval_may_decide(*, member, approval: PendingApproval) -> bool:
+    """The person who started the session, or an owner or admin of its workspace."""
+    session = approval.session
+    if member is None or member.workspace_id != session.workspace_id:
+        return False
+    return member.is_admin or member.id == session.owner_id
+
+
+def _already(approval: PendingApproval) -> str:
+    who = str(approval.decided_by) if approval.decided_by else "someone"
+    status = approval.status
+    if status == S.APPROVED:
+        return f"already approved by {who}; it is being applied"
+    if status == S.APPLIED:
+        return f"already approved by {who} and applied"
+    if status == S.FAILED:
+        return f"already approved by {who}; applying it failed"
+    if status == S.DENIED:
+        return f"already denied by {who}"
+    if status == S.EXPIRED:
+        waited = duration(approval.expires_at - approval.requested_at)
+        return f"expired: nobody decided within {waited}; nothing was changed"
+    return "not decided: try again"
+
+
+def approval_decide(*, approval_id: int, member, approve: bool, via: str) -> str:
+    """A person's decision. Returns the text shown to them; raises ApprovalRefused when it
+    changes nothing (not theirs to decide, already decided, expired)."""
+    approval = PendingApproval.objects.select_related("session").filter(id=approval_id).first()
+    if approval is None:
+        raise ApprovalRefused(f"there is no approval {approval_id}")
+    if not approval_may_decide(member=member, approval=approval):
+        raise ApprovalRefused(
+            "only the person who started this session or an owner or admin of its workspace can decide this"
+        )
+    with transaction.atomic():
+        target = S.APPROVED if approve else S.DENIED
+        if PendingApproval.transition(approval.id, source=S.PENDING, target=target, decided_by=member, decided_via=via):
+            approval.refresh_from_db()
+            _decided(approval, member=member, approve=approve)
+            verb = "Approved" if approve else "Denied"
+            return f"{verb}: {approval.summary}" + (". Applying it now." if approve else ". The agent is told.")
+    # Changed nothing: someone decided first, or it expired (the sweep may not have run yet).
+    # The card pressed may be stale: render it again from the current state.
+    if not approval_expire(approval_id=approval.id):
+        _card_refresh_later(approval.id)
+    approval = PendingApproval.objects.select_related("decided_by").get(id=approval.id)
+    raise ApprovalRefused(_already(approval))
+
+
+def _decided(approval: PendingApproval, *, member, approve: bool) -> None:
+    if approve:
+        moved = ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL).update(
+            status=ToolCall.Status.PENDING
+        )
+        if moved:
+            call_id = approval.tool_call_id
+            transaction.on_commit(lambda: publish_effect(call_id))
+    else:
+        ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL).update(
+            status=ToolCall.Status.DENIED, error=f"denied by {member}", finished_at=timezone.now()
+        )
+        _tell_agent(approval, f"Your request {_named(approval)} was denied by {member}. Nothing was changed.")
+    _card_refresh_later(approval.id)
+
+
+def approval_decision_pressed(*, thread, member, target_id: int, value: str, via: str) -> str:
+    """A press on an approval card's button (calvin/dashboard/actions.py)."""
+    from calvin.dashboard.actions import ActionRefused
+
+    if value not in ("approve", "deny"):
+        raise ActionRefused("that is not one of the card's buttons")
+    if not PendingApproval.objects.filter(id=target_id, session__thread_id=thread.id).exists():
+        raise ActionRefused("there is no such approval in this thread")
+    try:
+        return approval_decide(approval_id=target_id, member=member, approve=value == "approve", via=via)
+    except ApprovalRefused as exc:
+        raise ActionRefused(str(exc)) from None
+
+
+# Apply (called by tools.effects in the worker)
 
 
 def approval_after_apply(*, tool_call_id: int, error: str | None) -> bool:
     """Called when a tool call's effect applied (error None) or failed. True when the call was
     an approved request: its approval then records the outcome and tells the agent."""
-    return False
+    approval = PendingApproval.objects.select_related("session", "decided_by").filter(tool_call_id=tool_call_id).first()
+    if approval is None:
+        return False
+    target = S.APPLIED if error is None else S.FAILED
+    if PendingApproval.transition(approval.id, source=S.APPROVED, target=target):
+        who = approval.decided_by or "someone"
+        if error is None:
+            outcome = ToolCall.objects.values_list("result", flat=True).get(id=tool_call_id) or {}
+            done = outcome.get("outcome") if isinstance(outcome, dict) else None
+            text = f"Your request {_named(approval)} was approved by {who} and applied." + (f" {done}" if done else "")
+        else:
+            text = f"Your request {_named(approval)} was approved by {who} but failed: {error}. Nothing was changed."
+        _tell_agent(approval, text)
+        _card_refresh_later(approval.id)
+    return True
+
+
+# Expire
+
+
+@transaction.atomic
+def approval_expire(*, approval_id: int) -> bool:
+    """pending -> expired once past expires_at; the agent is told it expired (never "denied")."""
+    if not PendingApproval.transition(approval_id, source=S.PENDING, target=S.EXPIRED, decided_via="system"):
+        return False
+    approval = PendingApproval.objects.select_related("session").get(id=approval_id)
+    waited = duration(approval.expires_at - approval.requested_at)
+    ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL).update(
+        status=ToolCall.Status.EXPIRED, error=f"approval expired after {waited}", finished_at=timezone.now()
+    )
+    _tell_agent(
+        approval,
+        f"Your request {_named(approval)} expired: nobody decided within {waited}, so nothing was changed. "
+        "Ask again if it is still needed.",
+    )
+    _card_refresh_later(approval.id)
+    return True
+
+
+def approvals_sweep(*, now) -> dict:
+    """Expire what nobody decided in time; post cards whose first post was lost."""
+    due = PendingApproval.objects.filter(status=S.PENDING, expires_at__lte=now)
+    expired = sum(approval_expire(approval_id=i) for i in due.values_list("id", flat=True)[:EXPIRE_BATCH])
+    lost = now - timedelta(seconds=settings.CALVIN_LOST_PENDING_SECONDS)
+    missing = PendingApproval.objects.filter(status=S.PENDING, card_platform_ids={}, requested_at__lt=lost)
+    missing_ids = list(missing.values_list("id", flat=True)[:EXPIRE_BATCH])
+    return {"expired": expired, "cards_missing": missing_ids}
+
+
+# The card
+
+
+def _locked(approval_id: int) -> PendingApproval:
+    return (
+        PendingApproval.objects.select_for_update(of=("self",))
+        .select_related("session__agent", "session__thread", "decided_by", "tool_call")
+        .get(id=approval_id)
+    )
+
+
+@transaction.atomic
+def approval_card_post(*, approval_id: int) -> dict:
+    """Post the card into the session's thread, once: the row lock and the stored ids make
+    a retried or duplicated task a no-op."""
+    from calvin.chat import chat_adapter_for
+
+    approval = _locked(approval_id)
+    if approval.card_platform_ids:
+        return approval.card_platform_ids
+    thread = approval.session.thread
+    card = approval_card(approval)
+    try:
+        ids = chat_adapter_for(thread).post_card(
+            thread=thread, items=card["items"], blocks=card["blocks"], fallback_text=card["text"], tool_call_id=None
+        )
+    except ChatPermanentError as exc:
+        # Retrying will not help; people can still decide in the admin. Stored, so the sweep stops trying.
+        log.warning("approval %s: its card cannot be posted: %s", approval.id, exc)
+        ids = {"error": str(exc)[:500]}
+    PendingApproval.objects.filter(id=approval.id).update(card_platform_ids=ids)
+    return ids
+
+
+@transaction.atomic
+def approval_card_refresh(*, approval_id: int) -> bool:
+    """Re-render the card from the approval's current state and edit it in place.
+    False when there is no card yet (its post renders the current state anyway)."""
+    from calvin.chat import chat_adapter_for
+    from sessions.models import Message
+
+    approval = _locked(approval_id)
+    message_id = approval.card_platform_ids.get("message_id")
+    message = Message.objects.filter(id=message_id).first() if message_id else None
+    if message is None:
+        return False
+    thread = approval.session.thread
+    card = approval_card(approval)
+    chat_adapter_for(thread).update_card(
+        thread=thread, message=message, items=card["items"], blocks=card["blocks"], fallback_text=card["text"]
+    )
+    return True

@@ -119,6 +119,8 @@ CALVIN_STUCK_APPLYING_SECONDS = env.float("CALVIN_STUCK_APPLYING_SECONDS", defau
 CALVIN_LOST_PENDING_SECONDS = env.float("CALVIN_LOST_PENDING_SECONDS", default=30.0)
 CELERY_BEAT_SCHEDULE = {
     "tool-calls-sweep": {"task": "tools.tasks.sweep_tool_calls", "schedule": CALVIN_SWEEP_SECONDS},
+    # Expires approvals nobody decided within their workspace's timeout; posts cards whose post was lost.
+    "approvals-sweep": {"task": "approvals.tasks.sweep_approvals", "schedule": CALVIN_SWEEP_SECONDS},
 }
 # Channel kind -> chat adapter class. A deployment (or a test) can plug in another platform.
 CALVIN_CHAT_ADAPTERS = {

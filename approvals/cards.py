@@ -1,0 +1,239 @@
+"""An approval's card, rendered from its current state: every argument in full, who asked,
+until when, and either the Approve / Deny buttons or the outcome.
+
+Rendering is a pure function of the approval, so posting it again or editing it in place
+after any change shows the same thing. Nothing is truncated or hidden: strings are shown
+quoted with invisible and control characters escaped, so what a person approves is
+exactly what runs. Slack gets plain_text blocks (no mrkdwn: an argument cannot format,
+link or mention), split to stay within Slack's limits.
+"""
+
+import json
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from approvals.models import PendingApproval
+from tools.card_spec.blockkit import card_blocks
+
+S = PendingApproval.Status
+
+VAULT_PREFIX = "vault:"
+SECTION_TEXT = 3000  # Slack: a section's text
+FIELD_TEXT = 2000  # Slack: one field of a section
+HEADER_TEXT = 150  # Slack: a header's text
+CONTEXT_TEXT = 2000  # Slack: a context element's text
+
+TITLES = {
+    "create_agent": "create an agent",
+    "install_packages": "install packages",
+    "add_mcp_server": "add an MCP server",
+}
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def visible(text: str, keep_newlines: bool = False) -> str:
+    """The text with every invisible or control character (bidi overrides, zero-width
+    spaces, NBSP, tabs...) written as an escape, so nothing on the card hides."""
+    return "".join(c if c.isprintable() or (keep_newlines and c == "\n") else _escaped(c) for c in text)
+
+
+def quoted(value: str) -> str:
+    """A string as a JSON literal, quotes included, with invisible characters escaped."""
+    return visible(json.dumps(value, ensure_ascii=False))
+
+
+def when(moment: datetime | None) -> str:
+    if moment is None:
+        return "-"
+    local = timezone.localtime(moment)
+    return f"{local:%Y-%m-%d %H:%M} {local.tzname()}"
+
+
+def clock(moment: datetime | None) -> str:
+    if moment is None:
+        return "-"
+    local = timezone.localtime(moment)
+    return f"{local:%H:%M} {local.tzname()}"
+
+
+def duration(span: timedelta) -> str:
+    seconds = max(round(span.total_seconds()), 0)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours and not rest:
+        return f"{hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes and not secs:
+        return f"{minutes} min"
+    return f"{seconds} s"
+
+
+def env_value_shown(value: str) -> str:
+    if value.startswith(VAULT_PREFIX):
+        name = value[len(VAULT_PREFIX) :]
+        return f"the vault secret {quoted(name)} (a reference: its value is not shown here)"
+    return quoted(value)
+
+
+def _numbered(label: str, values: list[str]) -> str:
+    if not values:
+        return f"{label}: none"
+    lines = [f"{i}. {quoted(v)}" for i, v in enumerate(values, 1)]
+    return f"{label} ({len(values)}):\n" + "\n".join(lines)
+
+
+def _create_agent(details: dict) -> list[dict]:
+    instructions = details.get("instructions") or ""
+    body = visible(instructions, keep_newlines=True) if instructions else "(none)"
+    return [
+        {"kind": "fields", "items": [{"label": "Agent name (also its destination name)", "value": details["name"]}]},
+        {"kind": "text", "text": "Standing instructions:\n" + body},
+    ]
+
+
+def _install_packages(details: dict) -> list[dict]:
+    reason = details.get("reason")
+    items = [
+        {"kind": "text", "text": _numbered("apt packages", details.get("apt") or [])},
+        {"kind": "text", "text": _numbered("npm packages (global)", details.get("npm") or [])},
+    ]
+    items.append({"kind": "text", "text": "Reason: " + (visible(reason, keep_newlines=True) if reason else "(none)")})
+    return items
+
+
+def _add_mcp_server(details: dict) -> list[dict]:
+    env = details.get("env") or {}
+    env_lines = [f"{visible(key)} = {env_value_shown(value)}" for key, value in env.items()]
+    env_text = f"Environment ({len(env)}):\n" + "\n".join(env_lines) if env else "Environment: none"
+    return [
+        {"kind": "fields", "items": [{"label": "Server name", "value": details["name"]}]},
+        {"kind": "text", "text": "Command: " + quoted(details["command"])},
+        {"kind": "text", "text": _numbered("Arguments", details.get("args") or [])},
+        {"kind": "text", "text": env_text},
+    ]
+
+
+def _any(details: dict) -> list[dict]:
+    """A kind without its own layout: every argument as JSON."""
+    text = visible(json.dumps(details, ensure_ascii=False, indent=2), keep_newlines=True)
+    return [{"kind": "text", "text": "Arguments:\n" + text}]
+
+
+ARGUMENTS = {"create_agent": _create_agent, "install_packages": _install_packages, "add_mcp_server": _add_mcp_server}
+
+
+def outcome(approval: PendingApproval) -> str | None:
+    """The card's note once decided; None while it waits."""
+    who = str(approval.decided_by) if approval.decided_by else "someone"
+    status = approval.status
+    if status == S.APPROVED:
+        return f"Approved by {who} · applying"
+    if status == S.APPLIED:
+        return f"Approved by {who} · applied {clock(approval.finished_at)}"
+    if status == S.FAILED:
+        error = approval.tool_call.error if approval.tool_call else ""
+        return f"Approved by {who} · failed: {error or 'unknown error'}"
+    if status == S.DENIED:
+        return f"Denied by {who}"
+    if status == S.EXPIRED:
+        return f"Expired: nobody decided within {duration(approval.expires_at - approval.requested_at)}"
+    return None
+
+
+def card_items(approval: PendingApproval) -> list[dict]:
+    session = approval.session
+    agent = session.agent.name if session.agent else "(no agent)"
+    title = TITLES.get(approval.kind, approval.kind)
+    items = [
+        {"kind": "header", "text": f"Approval {'needed' if approval.status == S.PENDING else 'request'}: {title}"},
+        {"kind": "text", "text": f"Agent {agent} asks to {title}."},
+        {
+            "kind": "fields",
+            "items": [
+                {"label": "Asked by", "value": f"agent {agent} · session {session.id}"},
+                {"label": "Asked at", "value": when(approval.requested_at)},
+                {"label": "Expires", "value": when(approval.expires_at)},
+                {"label": "Approval", "value": f"#{approval.id} ({approval.kind})"},
+            ],
+        },
+        {"kind": "divider"},
+        *ARGUMENTS.get(approval.kind, _any)(approval.details),
+        {"kind": "divider"},
+    ]
+    note = outcome(approval)
+    if note is None:
+        items.append(
+            {
+                "kind": "actions",
+                "action": "approval",
+                "target_id": approval.id,
+                "items": [
+                    {"label": "Approve", "value": "approve", "style": "primary"},
+                    {"label": "Deny", "value": "deny", "style": "danger"},
+                ],
+            }
+        )
+        items.append({"kind": "note", "text": "Only the person who started this session or a workspace admin decides."})
+    else:
+        items.append({"kind": "note", "text": note})
+    return items
+
+
+def _plain(text: str) -> dict:
+    return {"type": "plain_text", "text": text, "emoji": False}
+
+
+def chunks(text: str, size: int) -> list[str]:
+    """The text in pieces of at most `size` characters, cut at line ends where it can be."""
+    pieces, current = [], ""
+    for line in text.split("\n"):
+        while len(line) > size:
+            if current:
+                pieces.append(current)
+                current = ""
+            pieces.append(line[:size])
+            line = line[size:]
+        candidate = f"{current}\n{line}" if current else line
+        if len(candidate) > size:
+            pieces.append(current)
+            candidate = line
+        current = candidate
+    pieces.append(current)
+    return [p if p.strip() else "-" for p in pieces]
+
+
+def card_slack_blocks(items: list[dict]) -> list[dict]:
+    blocks: list[dict] = []
+    for item in items:
+        kind = item["kind"]
+        if kind == "header":
+            blocks.append({"type": "header", "text": _plain(item["text"][:HEADER_TEXT])})
+        elif kind == "text":
+            blocks.extend({"type": "section", "text": _plain(piece)} for piece in chunks(item["text"], SECTION_TEXT))
+        elif kind == "fields":
+            fields = [
+                _plain(piece) for f in item["items"] for piece in chunks(f"{f['label']}\n{f['value']}", FIELD_TEXT)
+            ]
+            blocks.extend({"type": "section", "fields": fields[i : i + 10]} for i in range(0, len(fields), 10))
+        elif kind == "note":
+            blocks.extend(
+                {"type": "context", "elements": [_plain(piece)]} for piece in chunks(item["text"], CONTEXT_TEXT)
+            )
+        else:  # divider, actions: no text of the agent's in them
+            blocks.extend(card_blocks([item]))
+    return blocks
+
+
+def approval_card(approval: PendingApproval) -> dict:
+    """{items, blocks, text}: the web rendering, Slack's, and Slack's notification text."""
+    items = card_items(approval)
+    note = outcome(approval)
+    title = TITLES.get(approval.kind, approval.kind)
+    text = f"Approval needed: {title}" if note is None else f"{title}: {note}"
+    return {"items": items, "blocks": card_slack_blocks(items), "text": text[:300]}

@@ -1,0 +1,118 @@
+"""What approval tests share: a request over real MCP, its card, and presses on it as a logged-in person."""
+
+from contextlib import contextmanager
+
+import pytest
+
+from approvals.models import PendingApproval
+from calvin.workspaces.models import Member
+from sessions.models import Message
+from tests.conftest import Agent, text_of, wait_for
+from tests.dashboard.conftest import OWNER_PASSWORD, csrf_token_in, logged_in
+
+__all__ = ["OWNER_PASSWORD", "logged_in"]
+
+PLAIN_PASSWORD = "pw-plain-123"
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """PBKDF2's 1M rounds cost ~0.4 s per user and per login; these tests are not about hashing."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def plain_member(workspace, django_user_model):
+    """A member of Acme who neither started the session nor administers the workspace."""
+    user = django_user_model.objects.create_user("plain", password=PLAIN_PASSWORD)
+    return Member.objects.create(workspace=workspace, user=user, role=Member.Role.MEMBER)
+
+
+def requested(agent: Agent, tool: str, arguments: dict) -> PendingApproval:
+    """Call a gated tool; it answers at once with the approval's id."""
+    result = agent.nanoclaw.call(tool, arguments)
+    assert not result.is_error, text_of(result)
+    answer = result.structured_content
+    assert answer["status"] == "approval-pending" and set(answer) == {"status", "approval_id"}, answer
+    return PendingApproval.objects.get(id=answer["approval_id"])
+
+
+def refused(agent: Agent, tool: str, arguments: dict, *expected: str) -> str:
+    result = agent.nanoclaw.call(tool, arguments)
+    text = text_of(result)
+    assert result.is_error, text
+    assert text.strip() != f"Error executing tool {tool}", "a refusal says why, never only the generic text"
+    for part in expected:
+        assert part in text, text
+    assert not PendingApproval.objects.filter(session=agent.session).exists(), "a refused call opens no approval"
+    return text
+
+
+def card_of(approval: PendingApproval) -> Message:
+    """The approval's card in the session's thread, once the worker posted it."""
+    message_id = wait_for(
+        lambda: PendingApproval.objects.get(id=approval.id).card_platform_ids.get("message_id"), timeout=20
+    )
+    return Message.objects.get(id=message_id)
+
+
+def card_text(message: Message) -> str:
+    """Everything the card's web rendering shows, as text."""
+    parts = []
+    for item in message.card:
+        parts.append(item.get("text", ""))
+        for entry in item.get("items", []):
+            parts.extend(str(entry.get(key, "")) for key in ("label", "value"))
+    return "\n".join(parts)
+
+
+def card_note(approval: PendingApproval, starts: str) -> str:
+    """Wait until the card was edited to a note starting with `starts`; returns the note."""
+
+    def note():
+        message = Message.objects.get(id=PendingApproval.objects.get(id=approval.id).card_platform_ids["message_id"])
+        notes = [i["text"] for i in message.card if i["kind"] == "note" and i["text"].startswith(starts)]
+        return notes[0] if notes else None
+
+    return wait_for(note, timeout=20)
+
+
+def has_buttons(message: Message) -> bool:
+    message.refresh_from_db()
+    return any(item["kind"] == "actions" for item in message.card)
+
+
+def system_messages(agent: Agent) -> list[str]:
+    return list(
+        Message.objects.filter(thread_id=agent.session.thread_id, kind=Message.Kind.SYSTEM).values_list(
+            "text", flat=True
+        )
+    )
+
+
+def told(agent: Agent, contains: str) -> str:
+    """The system message to the agent that contains `contains`, once it is there."""
+    return wait_for(lambda: next((t for t in system_messages(agent) if contains in t), None), timeout=20)
+
+
+class Presser:
+    """A person logged in to the web channel who presses buttons on cards, as thread.js does."""
+
+    def __init__(self, http, thread_id: int):
+        self.http = http
+        self.thread_id = thread_id
+        page = http.get(f"/threads/{thread_id}/")
+        self.token = csrf_token_in(page.text) if page.status_code == 200 else http.cookies.get("csrftoken", "")
+
+    def press(self, approval_id: int, value: str = "approve"):
+        return self.http.post(
+            f"/threads/{self.thread_id}/actions/approval/{approval_id}/",
+            data={"value": value},
+            headers={"X-CSRFToken": self.token, "Accept": "application/json"},
+        )
+
+
+@contextmanager
+def pressing(base_url: str, username: str, password: str, thread_id: int):
+    with logged_in(base_url, username, password) as http:
+        yield Presser(http, thread_id)
