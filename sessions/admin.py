@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from sessions.models import Message, Runner, RunnerCount, Session, Thread, Turn
+from sessions.models import Message, Reaction, Runner, RunnerCount, Session, Thread, Turn
 from sessions.services import runner_revoke
 
 
@@ -69,7 +69,7 @@ class MessageAdmin(admin.ModelAdmin):
     list_display = ["id", "thread", "kind", "author", "member", "short_text", "created_at"]
     list_filter = ["kind", "author"]
     search_fields = ["text", "file_name"]
-    raw_id_fields = ["thread", "member", "tool_call"]
+    raw_id_fields = ["thread", "member", "sender_agent", "tool_call"]
 
     @admin.display(description="text")
     def short_text(self, obj):
@@ -85,3 +85,10 @@ class RunnerCountAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # counts are taken by tool calls, never typed in
+
+
+@admin.register(Reaction)
+class ReactionAdmin(admin.ModelAdmin):
+    list_display = ["message", "emoji", "agent", "member", "created_at"]
+    search_fields = ["emoji"]
+    raw_id_fields = ["message", "agent", "member"]

@@ -54,3 +54,11 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ["name", "workspace", "cli_scope", "model", "environment_version", "created_at"]
     list_filter = ["cli_scope", "model", "workspace"]
     search_fields = ["name", "instructions"]
+
+
+@admin.register(Destination)
+class DestinationAdmin(admin.ModelAdmin):
+    list_display = ["name", "agent", "thread", "target_agent", "created_at"]
+    list_filter = ["agent__workspace"]
+    search_fields = ["name", "agent__name"]
+    raw_id_fields = ["agent", "thread", "target_agent"]
