@@ -4,10 +4,13 @@ import asyncio
 import hashlib
 import logging
 import threading
+from datetime import timedelta
 
 from channels.layers import get_channel_layer
 from django.db import transaction
+from django.db.models import Q
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from sessions.models import Message
 
@@ -84,17 +87,31 @@ def thread_push_on_commit(message: Message, replace: bool = False) -> None:
     transaction.on_commit(push)
 
 
+# A page that reconnects also gets the messages it already has that changed lately (a late
+# delivery of a send_message, an edit, a reaction): it may have missed those pushes.
+RECENT_CHANGES = timedelta(minutes=10)
+RECENT_CHANGES_SHOWN = 50
+
+
+def _recently_changed(thread_id: int, since: int) -> list[Message]:
+    cutoff = timezone.now() - RECENT_CHANGES
+    changed = Q(delivered_at__gt=cutoff, tool_call__tool="send_message") | Q(edited_at__gt=cutoff)
+    changed |= Q(reactions__created_at__gt=cutoff)
+    query = Message.transcript().filter(changed, thread_id=thread_id, id__lte=since).distinct().order_by("id")
+    return list(query.select_related("member", "sender_agent")[:RECENT_CHANGES_SHOWN])
+
+
 def thread_catch_up(thread_id: int, since: int) -> tuple[list[dict], bool]:
     """What a page that last saw message `since` has missed, or ([], True) when that is more than one answer holds."""
     query = Message.transcript().filter(thread_id=thread_id, id__gt=since).select_related("member", "sender_agent")
-    query = query.order_by("id")
-    messages = list(query[: CATCH_UP_MESSAGES + 1])
+    messages = list(query.order_by("id")[: CATCH_UP_MESSAGES + 1])
     if len(messages) > CATCH_UP_MESSAGES:
         return [], True
     events, size = [], 0
-    for message in messages:
-        events.append(message_event(message))
-        size += len(events[-1]["html"].encode())
+    changes = [message_event(m, replace=True) for m in _recently_changed(thread_id, since)] if since else []
+    for event in [*changes, *(message_event(m) for m in messages)]:
+        events.append(event)
+        size += len(event["html"].encode())
         if size > CATCH_UP_BYTES:
             return [], True
     return events, False

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from sessions.models import Message
-from tests.conftest import text_of
+from tests.conftest import text_of, wait_for
 from tests.dashboard.conftest import OWNER_PASSWORD, login_cookie, ws_connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,3 +59,21 @@ def test_a_queued_send_message_is_not_in_the_transcript_until_delivered(gateway,
         event = next_event(ws)
         assert event["id"] == message_id  # the delivery, not the catch-up, brought it
     assert Message.objects.get(id=message_id).delivered_at is not None
+
+
+def test_a_page_that_reconnects_gets_the_edits_and_reactions_it_missed(gateway, agent):
+    nano = agent.nanoclaw
+    sent = nano.call("send_message", {"text": "Tests running", "to": "thread"}).structured_content["messageId"]
+    wait_for(lambda: Message.objects.get(id=sent).delivered_at)
+    untouched = nano.call("send_message", {"text": "Unchanged", "to": "thread"}).structured_content["messageId"]
+    wait_for(lambda: Message.objects.get(id=untouched).delivered_at)
+    # While no page watches: an edit and a reaction.
+    assert not nano.call("edit_message", {"messageId": sent, "text": "Tests passed"}).is_error
+    assert not nano.call("add_reaction", {"messageId": sent, "emoji": "tada"}).is_error
+    wait_for(lambda: Message.objects.get(id=sent).edited_at and Message.objects.get(id=sent).reactions.exists())
+    sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
+    with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
+        ws.send(json.dumps({"since": untouched}))  # the page had both messages, as first sent
+        event = next_event(ws)
+    assert event["id"] == sent and event["replace"]
+    assert "<p>Tests passed</p>" in event["html"] and 'data-emoji="tada"' in event["html"]
