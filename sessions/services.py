@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from sessions.instructions import session_instructions_write
 from sessions.models import Message, Runner, RunnerCount, Session, Thread, Turn
 from sessions.tokens import token_digest, token_new
 from tools.limits import PER_RUNNER
@@ -55,6 +56,7 @@ def session_start(
     Path(session.directory).mkdir(parents=True, exist_ok=True)
     # Private to the session: what one session leaves in its temp directory no other sees.
     Path(session.temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)
+    session_instructions_write(session)
     if prompt:
         message_post_by_person(thread=thread, member=owner, text=prompt)
     return session

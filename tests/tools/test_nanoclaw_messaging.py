@@ -3,6 +3,7 @@ edit_message and add_reaction, with the real worker on PostgreSQL and Redis."""
 
 import asyncio
 import time
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -347,3 +348,13 @@ def test_members_only_see_their_own_workspaces_destinations_in_refusals(nano, wo
     text = refused(nano.call("send_message", {"text": "hi", "to": "x"}), "unknown destination")
     assert "globex" not in text
     assert Member.objects.filter(workspace=workspace).exists()
+
+
+def test_a_session_gets_its_agents_standing_instructions_and_destinations_in_claude_md(workspace):
+    planner = agent_create(workspace=workspace, name="planner", instructions="You plan the release.")
+    child = agent_create(workspace=workspace, name="builder", instructions="You build it.", created_by=planner)
+    Destination.objects.create(agent=child, name="parent", target_agent=planner)
+    session = session_start(workspace=workspace, agent=child, title="build")
+    text = (Path(session.directory) / "CLAUDE.md").read_text()
+    assert "You build it." in text and "You plan the release." not in text
+    assert "- `thread`" in text and "- `parent`" in text
