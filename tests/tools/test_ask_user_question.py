@@ -239,6 +239,30 @@ def test_an_answer_given_before_the_call_listens_is_found(agent, gateway, worksp
     assert text_of(result) == "ship"
 
 
+def test_an_answer_given_while_the_call_checks_the_database_wakes_it(agent, gateway, workspace, monkeypatch):
+    """Answered just after the call found the question open: it is already subscribed, so the
+    push wakes it at once (subscribing after the check would leave it asleep until its timeout)."""
+    owner = Member.objects.get(workspace=workspace, user__username="owner")
+    real_decision = questions.question_decision
+
+    def check_then_answer(*, question_id):
+        decision = real_decision(question_id=question_id)
+        question = Question.objects.select_related("tool_call__session__thread").get(id=question_id)
+        questions.question_answer_pressed(
+            thread=question.tool_call.session.thread,
+            member=owner,
+            target_id=question.tool_call_id,
+            value="2",
+            via="web",
+        )
+        return decision
+
+    monkeypatch.setattr(questions, "question_decision", check_then_answer)
+    result = ask(agent, timeout=60).result(timeout=15)  # far less than the timeout it would otherwise sleep
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == "Wait"
+
+
 # ---------------------------------------------------------------- timing out
 
 

@@ -6,6 +6,7 @@ it alike. A link action is a link button; an action with a value is a choice, an
 person's first press on a card's choices reaches the agent's inbox (once per person).
 """
 
+import re
 from typing import Annotated, Any, Literal
 
 from django.db import transaction
@@ -133,12 +134,25 @@ def card_items(card: SendCard, *, target_id: int) -> list[dict]:
     return items
 
 
+# pydantic's words for a wrong type, in ours.
+_PLAIN = [
+    (re.compile(r"Input should be a valid dictionary or instance of \w+"), "must be an object"),
+    (re.compile(r"Input should be a valid (string|list)"), r"must be a \1"),
+]
+
+
+def _plain(problem: str) -> str:
+    for pattern, words in _PLAIN:
+        problem = pattern.sub(words, problem)
+    return problem
+
+
 def _problems(card, fallback_text) -> tuple[SendCard | None, list[str]]:
     problems = []
     try:
         spec = SendCard.model_validate(card)
     except ValidationError as exc:
-        spec, problems = None, _pydantic_problems("card", exc)
+        spec, problems = None, [_plain(p) for p in _pydantic_problems("card", exc)]
     if fallback_text is not None and len(fallback_text) > MAX_FALLBACK:
         problems.append(f"fallbackText: at most {MAX_FALLBACK} characters (got {len(fallback_text)})")
     if spec is not None:
