@@ -437,9 +437,12 @@ def test_bad_option_lists_are_refused(agent, options, expected):
         (3601, "timeout: must be between 1 and 3600 seconds (got 3601)"),
         (-5, "timeout: must be between 1 and 3600 seconds (got -5)"),
         (0.5, "timeout: must be between 1 and 3600 seconds (got 0.5)"),
+        (True, "timeout: must be a number of seconds (got boolean)"),
+        ("300", "timeout: must be a number of seconds (got string)"),
+        ([60], "timeout: must be a number of seconds (got array)"),
     ],
 )
-def test_a_timeout_out_of_range_is_refused(agent, timeout, expected):
+def test_a_timeout_out_of_range_or_not_a_number_is_refused(agent, timeout, expected):
     refused(agent, {"timeout": timeout}, expected)
 
 

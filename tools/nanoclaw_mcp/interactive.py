@@ -40,6 +40,13 @@ OPTIONS_SCHEMA = {
     "label and value; an object's value defaults to its label and selectedLabel (the button's text once "
     "chosen) to its label. Labels are unique.",
 }
+TIMEOUT_SCHEMA = {
+    "type": "number",
+    "minimum": questions.MIN_TIMEOUT,
+    "maximum": questions.MAX_TIMEOUT,
+    "default": questions.DEFAULT_TIMEOUT,
+    "description": f"Seconds to wait (default: {questions.DEFAULT_TIMEOUT}).",
+}
 
 
 def _bounded_text(most: int, description: str):
@@ -62,13 +69,8 @@ async def ask_user_question(
     question: Annotated[str, _bounded_text(questions.MAX_QUESTION, "The question text.")],
     options: Annotated[Any, WithJsonSchema(OPTIONS_SCHEMA)],
     ctx: Context,
-    timeout: Annotated[
-        float | None,
-        Field(
-            description=f"Seconds to wait (default: {questions.DEFAULT_TIMEOUT}).",
-            json_schema_extra={"minimum": questions.MIN_TIMEOUT, "maximum": questions.MAX_TIMEOUT},
-        ),
-    ] = questions.DEFAULT_TIMEOUT,
+    # Any, so that a boolean or a string is refused in our words, not quietly taken as a number.
+    timeout: Annotated[Any, WithJsonSchema(TIMEOUT_SCHEMA)] = questions.DEFAULT_TIMEOUT,
 ) -> str:
     asked = await call_service(
         questions.question_ask,

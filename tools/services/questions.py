@@ -64,7 +64,7 @@ def _json_type(value) -> str:
         return "boolean"
     if isinstance(value, int | float):
         return "number"
-    return {list: "array", dict: "object"}.get(type(value), type(value).__name__)
+    return {list: "array", dict: "object", str: "string"}.get(type(value), type(value).__name__)
 
 
 def _text_problems(where: str, value, most: int) -> list[str]:
