@@ -7,6 +7,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import httpx2
 import pytest
 from django.db import transaction
 from django.db.backends.utils import CursorWrapper
@@ -322,6 +323,34 @@ def test_a_late_tap_on_a_question_nobody_waits_for_expires_it(agent, gateway, wo
     assert Question.objects.get(id=question.id).status == "expired"
     result = future.result(timeout=20)  # the push of the expiry wakes the call
     assert result.is_error and "timed out" in text_of(result)
+
+
+def test_a_question_whose_caller_went_away_is_closed(agent, gateway):
+    """The agent's request ends (its turn interrupted): the question closes at once, so nobody
+    answers into the void, and the card says why."""
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "ask_user_question",
+                "arguments": {"title": "Release", "question": "Ship?", "options": OPTIONS, "timeout": 600},
+            },
+        }
+    )
+    headers = {"authorization": f"Bearer {agent.token}", "accept": "application/json, text/event-stream"}
+    with pytest.raises(httpx2.ReadTimeout):  # the client gives up and closes its connection
+        httpx2.post(
+            agent.nanoclaw.url, content=body, headers={**headers, "content-type": "application/json"}, timeout=3
+        )
+    card = posted_card(agent)
+    wait_for(lambda: Question.objects.get(tool_call_id=card.tool_call_id).status == "expired", timeout=10)
+    card = wait_for(lambda: Message.objects.filter(id=card.id, card__contains=[{"kind": "note"}]).first())
+    assert notes(card) == ["Closed: the agent stopped waiting for an answer."]
+    with logged_in(gateway, "owner", OWNER_PASSWORD) as http:
+        response = tap(http, card.thread_id, card.tool_call_id, 0)
+    assert response.status_code == 409 and "this question is closed" in response.json()["text"]
 
 
 # ---------------------------------------------------------------- waiting

@@ -64,6 +64,23 @@ and the card says so. 1 to {questions.MAX_OPTIONS} options; labels and selectedL
 {questions.MAX_QUESTION}. A question containing one of the session's secrets is refused."""
 
 
+def _client_gone(ctx: Context):
+    """A coroutine function that returns once the agent's HTTP request goes away, or None.
+
+    The SDK answers a JSON-mode POST only when the tool returns and does not watch the
+    connection meanwhile; the body is read, so uvicorn's receive() now answers only
+    http.disconnect (it blocks until then: this is no poll)."""
+    request = getattr(ctx.request_context, "request", None)
+    if request is None:
+        return None
+
+    async def gone():
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    return gone
+
+
 async def ask_user_question(
     title: Annotated[str, _bounded_text(questions.MAX_TITLE, "Short card title.")],
     question: Annotated[str, _bounded_text(questions.MAX_QUESTION, "The question text.")],
@@ -81,7 +98,7 @@ async def ask_user_question(
         timeout=timeout,
     )
     try:
-        return await questions.question_wait(asked)
+        return await questions.question_wait(asked, client_gone=_client_gone(ctx))
     except questions.QuestionTimedOut as exc:
         raise ToolError(str(exc)) from None
 

@@ -304,11 +304,33 @@ def _timed_out_note(timeout: float) -> str:
     return f"Timed out after {timeout:g} seconds; nobody answered."
 
 
-async def question_wait(asked: dict) -> str:
+CLOSED_NOTE = "Closed: the agent stopped waiting for an answer."
+
+
+async def _first_of(answer, gone, timeout: float):
+    """("answer", event) | ("gone", None) | ("timeout", None), whichever comes first."""
+    tasks = {asyncio.ensure_future(answer): "answer"}
+    if gone is not None:
+        tasks[asyncio.ensure_future(gone())] = "gone"
+    try:
+        done, _ = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)  # let the layer clean up its receive
+    for task in done:
+        if tasks[task] == "answer":
+            return "answer", task.result()
+    return ("gone", None) if done else ("timeout", None)
+
+
+async def question_wait(asked: dict, client_gone=None) -> str:
     """The tapped option's value, or QuestionTimedOut.
 
     Subscribes before it looks at the database, so an answer committed in between is seen
-    by one or the other; then sleeps on the channel layer until the push or the deadline.
+    by one or the other; then sleeps on the channel layer until the push, the deadline, or
+    (`client_gone`, a coroutine function) the agent's request going away: a question nobody
+    waits for any more is closed, so no one answers into the void.
     """
     layer = get_channel_layer()
     channel = await layer.new_channel()
@@ -318,17 +340,15 @@ async def question_wait(asked: dict) -> str:
         await layer.group_add(group, channel)
         decision = await _off_loop(question_decision)(question_id=question_id)
         if decision is None:
-            remaining = (asked["expires_at"] - timezone.now()).total_seconds()
-            try:
-                event = await asyncio.wait_for(layer.receive(channel), timeout=max(remaining, 0))
+            remaining = max((asked["expires_at"] - timezone.now()).total_seconds(), 0)
+            what, event = await _first_of(layer.receive(channel), client_gone, remaining)
+            if what == "answer":
                 decision = Decision(event["status"], event.get("index"))
-            except TimeoutError:
-                decision = await _off_loop(question_expire)(question_id=question_id, note=_timed_out_note(timeout))
+            else:
+                note = CLOSED_NOTE if what == "gone" else _timed_out_note(timeout)
+                decision = await _off_loop(question_expire)(question_id=question_id, note=note)
     except asyncio.CancelledError:
-        # The agent's request went away: close the question so nobody answers into the void.
-        await _off_loop(question_expire)(
-            question_id=question_id, note="Closed: the agent stopped waiting for an answer."
-        )
+        await _off_loop(question_expire)(question_id=question_id, note=CLOSED_NOTE)
         raise
     finally:
         await layer.group_discard(group, channel)
