@@ -255,11 +255,12 @@ def approvals_sweep(*, now) -> dict:
 # The card
 
 
-def _locked(approval_id: int) -> PendingApproval:
+def _locked(approval_id: int) -> PendingApproval | None:
     return (
         PendingApproval.objects.select_for_update(of=("self",))
         .select_related("session__agent", "session__thread", "decided_by", "tool_call")
-        .get(id=approval_id)
+        .filter(id=approval_id)
+        .first()
     )
 
 
@@ -270,6 +271,8 @@ def approval_card_post(*, approval_id: int) -> dict:
     from calvin.chat import chat_adapter_for
 
     approval = _locked(approval_id)
+    if approval is None:  # deleted with its session meanwhile
+        return {}
     if approval.card_platform_ids:
         return approval.card_platform_ids
     thread = approval.session.thread
@@ -294,7 +297,7 @@ def approval_card_refresh(*, approval_id: int) -> bool:
     from sessions.models import Message
 
     approval = _locked(approval_id)
-    message_id = approval.card_platform_ids.get("message_id")
+    message_id = approval.card_platform_ids.get("message_id") if approval else None
     message = Message.objects.filter(id=message_id).first() if message_id else None
     if message is None:
         return False

@@ -1,8 +1,11 @@
 """What approval tests share: a request over real MCP, its card, and presses on it as a logged-in person."""
 
+import threading
+import uuid
 from contextlib import contextmanager
 
 import pytest
+from celery.signals import task_postrun, task_prerun
 
 from approvals.models import PendingApproval
 from calvin.workspaces.models import Member
@@ -19,6 +22,48 @@ PLAIN_PASSWORD = "pw-plain-123"
 def _fast_password_hashing(settings):
     """PBKDF2's 1M rounds cost ~0.4 s per user and per login; these tests are not about hashing."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def worker_drain(timeout: float = 30.0) -> None:
+    """Return once the worker has run everything queued, including what those tasks queued.
+
+    The solo worker takes one queue in order, so a marker task that has run means all
+    queued before it have too; a round in which anything else ran is repeated.
+    """
+    from approvals.tasks import refresh_approval_card
+
+    marker, started, done = {"id": ""}, [], threading.Event()
+
+    def on_prerun(task_id=None, **_):
+        started.append(task_id)
+
+    def on_postrun(task_id=None, **_):
+        if task_id == marker["id"]:
+            done.set()
+
+    task_prerun.connect(on_prerun, weak=False)
+    task_postrun.connect(on_postrun, weak=False)
+    try:
+        while True:
+            started.clear()
+            done.clear()
+            marker["id"] = str(uuid.uuid4())
+            refresh_approval_card.apply_async((0,), task_id=marker["id"])  # no approval 0: does nothing
+            assert done.wait(timeout), "the worker did not get to the end of its queue"
+            if set(started) <= {marker["id"]}:
+                return
+    finally:
+        task_prerun.disconnect(on_prerun)
+        task_postrun.disconnect(on_postrun)
+
+
+@pytest.fixture(autouse=True)
+def _worker_idle_afterwards(request):
+    """Card posts and edits follow decisions on their own: let them finish before the
+    tables are emptied under them (a flush racing a task's row lock deadlocks)."""
+    yield
+    if "celery_worker" in request.fixturenames:
+        worker_drain()
 
 
 @pytest.fixture

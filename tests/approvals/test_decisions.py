@@ -271,3 +271,36 @@ def test_nothing_expires_before_its_time(agent):
     assert not approval_expire(approval_id=approval.id)  # the model's guard, not only the sweep's query
     assert PendingApproval.objects.get(id=approval.id).status == S.PENDING
     assert not [t for t in system_messages(agent) if "expired" in t]
+
+
+def test_eight_threads_deciding_at_once_decide_once(agent, plain_member):
+    """The same race below the web view (which may serialise requests): eight database
+    connections deciding one approval at the same moment, approvals and denials mixed."""
+    from django.db import connection
+
+    Member.objects.filter(id=plain_member.id).update(role=Member.Role.ADMIN)
+    plain_member.refresh_from_db()
+    owner = Member.objects.get(workspace=agent.session.workspace, user__username="owner")
+    version = environment_version(agent)
+    approval = requested(agent, "install_packages", PACKAGES)
+    barrier = Barrier(8)
+
+    def decide(i):
+        barrier.wait()
+        try:
+            approval_decide(approval_id=approval.id, member=owner if i % 2 else plain_member, approve=i < 6, via="web")
+            return True
+        except ApprovalRefused:
+            return False
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(8) as pool:
+        wins = list(pool.map(decide, range(8)))
+    assert wins.count(True) == 1
+    decided = wait_for(lambda: PendingApproval.objects.exclude(status=S.APPROVED).filter(id=approval.id).first())
+    if decided.status == S.APPLIED:
+        assert environment_version(agent) == version + 1
+        assert ToolCall.objects.get(id=approval.tool_call_id).attempts == 1
+    else:
+        assert decided.status == S.DENIED and environment_version(agent) == version

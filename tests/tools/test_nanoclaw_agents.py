@@ -15,6 +15,7 @@ from secrets_vault.services import secret_set
 from tests.approvals.support import (
     OWNER_PASSWORD,
     _fast_password_hashing,  # noqa: F401 (an autouse fixture)
+    _worker_idle_afterwards,  # noqa: F401 (an autouse fixture)
     card_note,
     card_of,
     card_text,
