@@ -51,12 +51,15 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     actions = [approve_selected, deny_selected]
 
     # Decisions go through the approvals services (compare-and-swap, who may decide),
-    # never a free edit: every field is read-only and rows are neither added nor deleted here.
+    # never a free edit: every field is read-only and no row is added here. Rows go with
+    # their session (deleting one stays possible), not from this list's actions.
     def get_readonly_fields(self, request, obj=None):
         return [field.name for field in self.model._meta.fields]
 
     def has_add_permission(self, request):
         return False
 
-    def has_delete_permission(self, request, obj=None):
-        return False
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions

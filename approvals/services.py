@@ -145,6 +145,8 @@ def _already(approval: PendingApproval) -> str:
 def approval_decide(*, approval_id: int, member, approve: bool, via: str) -> str:
     """A person's decision. Returns the text shown to them; raises ApprovalRefused when it
     changes nothing (not theirs to decide, already decided, expired)."""
+    if via not in PendingApproval.Via.values:
+        raise ValueError(f"unknown channel {via!r}")
     approval = PendingApproval.objects.select_related("session").filter(id=approval_id).first()
     if approval is None:
         raise ApprovalRefused(f"there is no approval {approval_id}")
