@@ -285,6 +285,17 @@ def test_a_question_nobody_answers_times_out_and_the_card_says_so(agent, gateway
     assert Question.objects.get(id=question.id).status == "expired"
 
 
+def test_many_questions_timing_out_side_by_side_all_return(agent, gateway):
+    """Timeouts end each wait without cancelling the channel layer's receive (a cancelled
+    channels_redis receive was seen blocked for good in redis-py's read, with its call)."""
+    for wave in range(3):
+        futures = [ask(agent, title=f"Wave {wave} #{i}", options=["a", "b"], timeout=1) for i in range(16)]
+        for future in futures:
+            result = future.result(timeout=30)
+            assert result.is_error and "timed out after 1 seconds" in text_of(result)
+    assert Question.objects.filter(status="expired").count() == 48
+
+
 def test_an_answer_landing_as_the_timeout_fires_is_returned(agent, gateway, workspace, monkeypatch):
     """The expiry is a compare-and-swap: when an answer won it first, the call returns that answer."""
     owner = Member.objects.get(workspace=workspace, user__username="owner")

@@ -190,7 +190,7 @@ def _card_show(question: Question, note: str, result: dict) -> None:
     """Store the card as it is now (a card posted later shows it) and edit the posted one in place.
 
     A failed edit does not undo the answer: the decision stands, the card catches up on
-    the next press (see `question_answer_pressed`)."""
+    the next press (see `_answer`)."""
     payload = _card_payload(question_items(question, note), question.title)
     ToolCall.objects.filter(id=question.tool_call_id).update(payload=payload, result=result)
     _card_edit(question.tool_call_id, payload)
@@ -305,23 +305,26 @@ def _timed_out_note(timeout: float) -> str:
 
 
 CLOSED_NOTE = "Closed: the agent stopped waiting for an answer."
+WAKE = "question.wake"
 
 
-async def _first_of(answer, gone, timeout: float):
+async def _first_of(layer, channel: str, gone, timeout: float):
     """("answer", event) | ("gone", None) | ("timeout", None), whichever comes first."""
-    tasks = {asyncio.ensure_future(answer): "answer"}
-    if gone is not None:
-        tasks[asyncio.ensure_future(gone())] = "gone"
+    answer = asyncio.ensure_future(layer.receive(channel))
+    watching = asyncio.ensure_future(gone()) if gone is not None else None
     try:
-        done, _ = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({answer, watching} - {None}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)  # let the layer clean up its receive
-    for task in done:
-        if tasks[task] == "answer":
-            return "answer", task.result()
-    return ("gone", None) if done else ("timeout", None)
+        if watching is not None:
+            watching.cancel()
+        if not answer.done():
+            # Wake the receive with a message of our own instead of cancelling it: a cancelled
+            # channels_redis receive was seen staying blocked in redis-py's read, for good.
+            await layer.send(channel, {"type": WAKE})
+    event = await answer
+    if event.get("type") != WAKE:
+        return "answer", event
+    return ("gone", None) if watching in done else ("timeout", None)
 
 
 async def question_wait(asked: dict, client_gone=None) -> str:
@@ -341,7 +344,7 @@ async def question_wait(asked: dict, client_gone=None) -> str:
         decision = await _off_loop(question_decision)(question_id=question_id)
         if decision is None:
             remaining = max((asked["expires_at"] - timezone.now()).total_seconds(), 0)
-            what, event = await _first_of(layer.receive(channel), client_gone, remaining)
+            what, event = await _first_of(layer, channel, client_gone, remaining)
             if what == "answer":
                 decision = Decision(event["status"], event.get("index"))
             else:
