@@ -480,6 +480,7 @@ def test_bad_option_lists_are_refused(agent, options, expected):
         (True, "timeout: must be a number of seconds (got boolean)"),
         ("300", "timeout: must be a number of seconds (got string)"),
         ([60], "timeout: must be a number of seconds (got array)"),
+        (None, "timeout: must be a number of seconds (got null; leave it out for the default 300)"),
     ],
 )
 def test_a_timeout_out_of_range_or_not_a_number_is_refused(agent, timeout, expected):

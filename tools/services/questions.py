@@ -136,6 +136,8 @@ def options_problems(options) -> tuple[list[dict], list[str]]:
 
 
 def timeout_problems(timeout) -> list[str]:
+    if timeout is None:
+        return [f"timeout: must be a number of seconds (got null; leave it out for the default {DEFAULT_TIMEOUT})"]
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         return [f"timeout: must be a number of seconds (got {_json_type(timeout)})"]
     if not math.isfinite(timeout):
@@ -235,8 +237,6 @@ def _push_on_commit(question_id: int, decision: Decision) -> None:
 
 @transaction.atomic
 def question_ask(*, caller: Caller, title: str, question: str, options, timeout) -> dict:
-    if timeout is None:
-        timeout = DEFAULT_TIMEOUT
     normalised, problems = options_problems(options)
     problems = [
         *_text_problems("title", title, MAX_TITLE),
