@@ -26,8 +26,10 @@ BLOCKING = {"ask_user_question"}
 
 
 @pytest.fixture
-def hostile_agent(agent, settings):
+def hostile_agent(agent, settings, monkeypatch):
     settings.CALVIN_REFUSALS_PER_MINUTE = 1_000_000  # this test is refused on purpose, often
+    # Every accepted approval-gated call waits for a decision: let them pile up here.
+    monkeypatch.setattr("approvals.services.MAX_PENDING_PER_SESSION", 1_000_000)
     (agent.directory / "ok.txt").write_text("a harmless file")
     return agent
 
