@@ -25,7 +25,11 @@ def apply_tool_call(tool_call_id: int) -> None:
 
 @shared_task
 def sweep_tool_calls() -> int:
-    """Re-queue calls a dead worker left applying, and pending calls whose enqueue was lost."""
+    """Re-queue calls a dead worker left applying, and pending calls whose enqueue was lost;
+    close questions whose waiting call is gone."""
+    from tools.services.questions import questions_close_overdue
+
+    questions_close_overdue(now=timezone.now())
     ids = tool_calls_recover(now=timezone.now())
     for tool_call_id in ids:
         apply_tool_call.delay(tool_call_id)

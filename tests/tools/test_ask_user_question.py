@@ -553,3 +553,27 @@ def test_the_stored_call_keeps_the_question_as_asked(agent, gateway):
     call.refresh_from_db()
     assert call.result == {"status": "answered", "value": "ship", "by": "owner", "via": "web"}
     assert json.dumps(call.payload["blocks"])  # what Slack would get is stored with it
+
+
+def test_the_sweep_closes_a_question_whose_waiting_call_is_gone(agent, gateway):
+    """A gateway that stopped leaves its questions open: the beat sweep closes those well past their deadline."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tools.services.questions import OVERDUE_GRACE
+    from tools.tasks import sweep_tool_calls
+
+    future = ask(agent, timeout=30)
+    card = posted_card(agent)
+    question = Question.objects.get(tool_call_id=card.tool_call_id)
+    just_due = timezone.now() - OVERDUE_GRACE + timedelta(seconds=5)
+    Question.objects.filter(id=question.id).update(expires_at=just_due)
+    sweep_tool_calls()
+    assert Question.objects.get(id=question.id).status == "open"  # within the grace: its caller may still close it
+    Question.objects.filter(id=question.id).update(expires_at=just_due - timedelta(seconds=10))
+    sweep_tool_calls()
+    assert Question.objects.get(id=question.id).status == "expired"
+    result = future.result(timeout=20)
+    assert result.is_error and "timed out" in text_of(result)
+    wait_for(lambda: "gateway restarted" in str(Message.objects.get(id=card.id).card))

@@ -292,6 +292,17 @@ def question_expire(*, question_id: int, note: str) -> Decision:
     return Decision(question.status, question.answer_index)
 
 
+# A waiting call closes its own question at the deadline; one still open this long after it
+# lost its waiter (a gateway that stopped), and is closed by the sweep.
+OVERDUE_GRACE = timedelta(seconds=30)
+OVERDUE_NOTE = "Closed: the agent's call ended without waiting for an answer (the gateway restarted)."
+
+
+def questions_close_overdue(*, now) -> int:
+    overdue = Question.objects.filter(status=OPEN, expires_at__lt=now - OVERDUE_GRACE).values_list("id", flat=True)
+    return sum(question_expire(question_id=i, note=OVERDUE_NOTE).status == EXPIRED for i in overdue[:500])
+
+
 def _off_loop(fn):
     def run(**kwargs):
         close_old_connections()  # a pooled thread outside Django's request cycle
