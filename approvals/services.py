@@ -281,7 +281,12 @@ def approval_card_post(*, approval_id: int) -> dict:
     card = approval_card(approval)
     try:
         ids = chat_adapter_for(thread).post_card(
-            thread=thread, items=card["items"], blocks=card["blocks"], fallback_text=card["text"], tool_call_id=None
+            thread=thread,
+            items=card["items"],
+            blocks=card["blocks"],
+            fallback_text=card["text"],
+            tool_call_id=None,
+            author="system",  # Calvin asks, not the agent: people must not read it as the agent's words
         )
     except ChatPermanentError as exc:
         # Retrying will not help; people can still decide in the admin. Stored, so the sweep stops trying.

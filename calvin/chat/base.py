@@ -43,7 +43,11 @@ class ChatAdapter(Protocol):
 
     def add_reaction(self, *, thread, message, emoji: str, agent_id: int) -> dict: ...
 
-    def post_card(self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int) -> dict: ...
+    def post_card(
+        self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int | None, author: str = "agent"
+    ) -> dict:
+        """`author` "system" for Calvin's own cards (approvals); `tool_call_id` None for those too."""
+        ...
 
     def update_card(self, *, thread, message, items: list, blocks: list, fallback_text: str) -> dict:
         """Edit a posted card in place (an approval decided, a question answered or timed out)."""

@@ -41,13 +41,15 @@ class WebChannel:
         thread_push_on_commit(message, replace=True)
         return {"message_id": message.id}
 
-    def post_card(self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int) -> dict:
+    def post_card(
+        self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int | None, author: str = "agent"
+    ) -> dict:
         return self._deliver(
             tool_call_id=tool_call_id,
             fields={
                 "thread": thread,
                 "kind": Message.Kind.CARD,
-                "author": Message.Author.AGENT,
+                "author": author,
                 "text": fallback_text,
                 "card": items,
                 "blocks": blocks,

@@ -189,6 +189,7 @@ def test_the_card_is_posted_once_however_often_its_task_runs(agent):
     approval_card_post(approval_id=approval.id)
     assert Message.objects.filter(thread_id=agent.session.thread_id, kind=Message.Kind.CARD).count() == 1
     assert PendingApproval.objects.get(id=approval.id).card_platform_ids == {"message_id": first.id}
+    assert first.author == Message.Author.SYSTEM  # Calvin asks, not the agent
 
 
 def test_a_lost_card_post_is_posted_by_the_sweep(agent, settings):

@@ -38,7 +38,9 @@ class RecordingChannel:
     def post_message(self, *, thread, message, tool_call_id: int) -> dict:
         return self._deliver(thread, tool_call_id, "message")
 
-    def post_card(self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int) -> dict:
+    def post_card(
+        self, *, thread, items: list, blocks: list, fallback_text: str, tool_call_id: int | None, author: str = "agent"
+    ) -> dict:
         return self._deliver(thread, tool_call_id, "card")
 
     def upload_file(self, *, thread, tool_call_id: int, **file) -> dict:
