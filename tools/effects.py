@@ -104,7 +104,9 @@ def tool_call_apply(*, tool_call_id: int) -> float | None:
     """
     from approvals.services import approval_after_apply
 
-    call = ToolCall.objects.select_related("session__thread").get(id=tool_call_id)
+    # The approval (if any) in the same query: most calls have none, and each effect pays for this one.
+    call = ToolCall.objects.select_related("session__thread", "approval").get(id=tool_call_id)
+    gated = hasattr(call, "approval")
     try:
         # The effect and "applied" commit together: for the web channel the effect is a
         # row, so a worker that dies anywhere in here leaves the call cleanly "applying"
@@ -114,7 +116,8 @@ def tool_call_apply(*, tool_call_id: int) -> float | None:
             ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(
                 status=ToolCall.Status.APPLIED, platform_ids=platform_ids, finished_at=timezone.now()
             )
-            approval_after_apply(tool_call_id=call.id, error=None)
+            if gated:
+                approval_after_apply(tool_call_id=call.id, error=None)
     except EffectNotReady as exc:
         # Back to pending without spending an attempt: it waits for the effect it follows.
         ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(

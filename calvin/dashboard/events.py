@@ -40,14 +40,20 @@ def thread_group(thread_id: int) -> str:
     return f"thread.{thread_id}"
 
 
-def message_event(message: Message, replace: bool = False) -> dict:
-    """`replace`: the message was already shown and changed (edited, reacted to, a card decided)."""
+def message_event(message: Message, replace: bool = False, reactions=None) -> dict:
+    """`replace`: the message was already shown and changed (edited, reacted to, a card decided).
+
+    A message pushed as new has no reactions yet (a reaction waits for its message's
+    delivery), so the push path, which every effect takes, costs no query for them.
+    """
+    if reactions is None:
+        reactions = list(message.reactions.all()) if replace else []
     return {
         "type": "thread.message",
         "id": message.id,
         "kind": message.kind,
         "replace": replace,
-        "html": render_to_string("chat/_message.html", {"message": message}),
+        "html": render_to_string("chat/_message.html", {"message": message, "reactions": reactions}),
     }
 
 
@@ -98,18 +104,19 @@ def _recently_changed(thread_id: int, since: int) -> list[Message]:
     changed = Q(delivered_at__gt=cutoff, tool_call__tool="send_message") | Q(edited_at__gt=cutoff)
     changed |= Q(reactions__created_at__gt=cutoff)
     query = Message.transcript().filter(changed, thread_id=thread_id, id__lte=since).distinct().order_by("id")
-    return list(query.select_related("member", "sender_agent")[:RECENT_CHANGES_SHOWN])
+    return list(query.select_related("member", "sender_agent").prefetch_related("reactions")[:RECENT_CHANGES_SHOWN])
 
 
 def thread_catch_up(thread_id: int, since: int) -> tuple[list[dict], bool]:
     """What a page that last saw message `since` has missed, or ([], True) when that is more than one answer holds."""
     query = Message.transcript().filter(thread_id=thread_id, id__gt=since).select_related("member", "sender_agent")
-    messages = list(query.order_by("id")[: CATCH_UP_MESSAGES + 1])
+    messages = list(query.prefetch_related("reactions").order_by("id")[: CATCH_UP_MESSAGES + 1])
     if len(messages) > CATCH_UP_MESSAGES:
         return [], True
     events, size = [], 0
-    changes = [message_event(m, replace=True) for m in _recently_changed(thread_id, since)] if since else []
-    for event in [*changes, *(message_event(m) for m in messages)]:
+    changes = [message_event(m, True, list(m.reactions.all())) for m in _recently_changed(thread_id, since)]
+    missed = [message_event(m, False, list(m.reactions.all())) for m in messages]
+    for event in [*(changes if since else []), *missed]:
         events.append(event)
         size += len(event["html"].encode())
         if size > CATCH_UP_BYTES:

@@ -45,7 +45,8 @@ def watcher_may_see(session_key: str | None, user_id: int | None, thread_id: int
 
 def thread_messages_page(thread: Thread, *, before: int | None, size: int) -> tuple[list, bool]:
     """The `size` messages before message `before` (or the latest), oldest first, and whether earlier ones exist."""
-    query = Message.transcript().filter(thread=thread).select_related("member", "sender_agent").order_by("-id")
+    query = Message.transcript().filter(thread=thread).select_related("member", "sender_agent")
+    query = query.prefetch_related("reactions").order_by("-id")
     if before is not None:
         query = query.filter(id__lt=before)
     page = list(query[: size + 1])

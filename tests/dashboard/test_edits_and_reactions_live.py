@@ -2,6 +2,7 @@
 
 import json
 
+import httpx2
 import pytest
 
 from sessions.models import Message
@@ -48,8 +49,6 @@ def test_a_queued_send_message_is_not_in_the_transcript_until_delivered(gateway,
     sent = agent.nanoclaw.call("send_message", {"text": "not yet", "to": "thread"})
     message_id = sent.structured_content["messageId"]
     sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
-    import httpx2
-
     page = httpx2.get(f"{gateway}/threads/{agent.session.thread_id}/", cookies={"sessionid": sessionid})
     assert page.status_code == 200 and f"message-{message_id}" not in page.text
     with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
@@ -77,3 +76,6 @@ def test_a_page_that_reconnects_gets_the_edits_and_reactions_it_missed(gateway, 
         event = next_event(ws)
     assert event["id"] == sent and event["replace"]
     assert "<p>Tests passed</p>" in event["html"] and 'data-emoji="tada"' in event["html"]
+    # And a page loaded now shows both, from the server.
+    page = httpx2.get(f"{gateway}/threads/{agent.session.thread_id}/", cookies={"sessionid": sessionid}).text
+    assert 'data-emoji="tada"' in page and "Tests passed" in page and 'class="edited"' in page
