@@ -358,3 +358,21 @@ def test_a_session_gets_its_agents_standing_instructions_and_destinations_in_cla
     text = (Path(session.directory) / "CLAUDE.md").read_text()
     assert "You build it." in text and "You plan the release." not in text
     assert "- `thread`" in text and "- `parent`" in text
+
+
+def test_an_edit_of_a_message_in_another_agents_inbox_applies_at_once(nano, workspace):
+    worker = agent_create(workspace=workspace, name="worker-4")
+    Destination.objects.create(agent=nano.session.agent, name="worker-4", target_agent=worker)
+    sent = ok(nano.call("send_message", {"text": "run the tests", "to": "worker-4"}))
+    edit = ok(nano.call("edit_message", {"messageId": sent["messageId"], "text": "run the linter"}))
+    assert edit == {"messageId": sent["messageId"], "status": "edited"}
+    message = Message.objects.get(id=sent["messageId"])
+    assert message.text == "run the linter" and message.edited_at is not None
+    edits = ToolCall.objects.filter(tool="edit_message")
+    assert [(c.status, c.payload) for c in edits] == [("applied", {"message_id": message.id})]
+
+
+def test_the_shortest_shortcode_between_colons_is_taken(nano):
+    person = message_post_by_person(thread=nano.session.thread, member=nano.session.owner, text="no")
+    ok(nano.call("add_reaction", {"messageId": person.id, "emoji": ":x:"}))
+    wait_for(lambda: Reaction.objects.filter(message=person, emoji="x").exists())
