@@ -376,3 +376,18 @@ def test_the_shortest_shortcode_between_colons_is_taken(nano):
     person = message_post_by_person(thread=nano.session.thread, member=nano.session.owner, text="no")
     ok(nano.call("add_reaction", {"messageId": person.id, "emoji": ":x:"}))
     wait_for(lambda: Reaction.objects.filter(message=person, emoji="x").exists())
+
+
+@pytest.mark.parametrize("path", ["/workspace/agent/out/chart.csv", "out/chart.csv", "/workspace/agent//out/chart.csv"])
+def test_nanoclaws_workspace_agent_directory_is_the_session_directory(nano, path):
+    (nano.directory / "out").mkdir()
+    (nano.directory / "out" / "chart.csv").write_text("x,y\n")
+    result = ok(nano.call("send_file", {"path": path, "to": "thread"}))
+    assert result["file_name"] == "chart.csv"
+    applied(result["tool_call_id"])
+
+
+@pytest.mark.parametrize("path", ["/workspace/agent/../../etc/passwd", "/workspace/agentx/f.txt", "/workspace/agent"])
+def test_the_workspace_agent_prefix_gives_no_way_out(nano, path):
+    refused(nano.call("send_file", {"path": path, "to": "thread"}))
+    assert not ToolCall.objects.exists()

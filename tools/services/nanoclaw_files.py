@@ -5,6 +5,16 @@ from tools.errors import ToolRefused
 from tools.services.destinations import destination_resolve
 from tools.services.files import file_send
 
+# NanoClaw's agents know their directory as /workspace/agent/; in Calvin that is the session directory.
+NANOCLAW_AGENT_DIR = "/workspace/agent"
+
+
+def session_relative(path: str) -> str:
+    """/workspace/agent/x -> x (relative to the session directory); any other path as given."""
+    if path == NANOCLAW_AGENT_DIR or path.startswith(NANOCLAW_AGENT_DIR + "/"):
+        return path[len(NANOCLAW_AGENT_DIR) :].lstrip("/") or "."
+    return path
+
 
 def _display_name(filename: str) -> str:
     name = filename.strip()
@@ -23,7 +33,7 @@ def nanoclaw_file_send(*, caller: Caller, path: str, to: str, text: str | None, 
     name = _display_name(filename) if filename is not None else None
     result = file_send(
         caller=caller,
-        path=path,
+        path=session_relative(path),
         post={"comment": text, "title": None, "alt_text": None},
         arguments={"path": path, "to": to, "text": text, "filename": filename},
         server="nanoclaw",
