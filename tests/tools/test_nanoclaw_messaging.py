@@ -391,3 +391,20 @@ def test_nanoclaws_workspace_agent_directory_is_the_session_directory(nano, path
 def test_the_workspace_agent_prefix_gives_no_way_out(nano, path):
     refused(nano.call("send_file", {"path": path, "to": "thread"}))
     assert not ToolCall.objects.exists()
+
+
+def test_an_edit_of_a_message_that_was_never_delivered_fails_and_the_agent_is_told(nano, workspace):
+    """The send failed for good (no Slack on this gateway yet): its edit fails too, instead of waiting forever."""
+    from sessions.models import Thread
+
+    room = Thread.objects.create(workspace=workspace, channel_kind="slack", channel_id="C123", thread_ts="")
+    Destination.objects.create(agent=nano.session.agent, name="slack-room", thread=room)
+    sent = ok(nano.call("send_message", {"text": "hello Slack", "to": "slack-room"}))
+    send = Message.objects.get(id=sent["messageId"]).tool_call
+    wait_for(lambda: ToolCall.objects.get(id=send.id).status == "failed")
+    ok(nano.call("edit_message", {"messageId": sent["messageId"], "text": "hello again"}))
+    call = wait_for(lambda: (c := ToolCall.objects.get(tool="edit_message")).status == "failed" and c)
+    assert call.error.startswith(f"message {sent['messageId']} was never delivered (no chat adapter for slack")
+    notices = Message.objects.filter(thread=nano.session.thread, kind="system").values_list("text", flat=True)
+    assert any("edit_message" in text and "never delivered" in text for text in notices), list(notices)
+    assert Message.objects.get(id=sent["messageId"]).text == "hello Slack"
