@@ -408,3 +408,10 @@ def test_an_edit_of_a_message_that_was_never_delivered_fails_and_the_agent_is_to
     notices = Message.objects.filter(thread=nano.session.thread, kind="system").values_list("text", flat=True)
     assert any("edit_message" in text and "never delivered" in text for text in notices), list(notices)
     assert Message.objects.get(id=sent["messageId"]).text == "hello Slack"
+
+
+def test_a_long_unknown_destination_is_cut_in_the_refusal(nano):
+    exactly = "d" * 64
+    refused(nano.call("send_message", {"text": "hi", "to": exactly}), f"unknown destination '{exactly}':")
+    text = refused(nano.call("send_message", {"text": "hi", "to": "e" * 65}), f"unknown destination '{'e' * 64}…'")
+    assert "e" * 65 not in text
