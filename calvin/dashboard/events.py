@@ -66,7 +66,7 @@ def login_group(session_key: str) -> str:
     return "login." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
 
 
-def _group_send(group: str, event: dict) -> None:
+def group_send(group: str, event: dict) -> None:
     send = get_channel_layer().group_send(group, event)
     asyncio.run_coroutine_threadsafe(send, _layer_loop()).result(timeout=10)
 
@@ -74,7 +74,7 @@ def _group_send(group: str, event: dict) -> None:
 def thread_broadcast(message: Message, replace: bool = False) -> None:
     if replace:
         message = Message.objects.select_related("member", "sender_agent").get(id=message.id)  # as committed
-    _group_send(thread_group(message.thread_id), message_event(message, replace))
+    group_send(thread_group(message.thread_id), message_event(message, replace))
 
 
 def thread_push_on_commit(message: Message, replace: bool = False) -> None:
@@ -127,7 +127,7 @@ def thread_catch_up(thread_id: int, since: int) -> tuple[list[dict], bool]:
 def _push_quietly(group: str, event: dict) -> None:
     # A lost push leaves the socket open until its next catch-up, which re-checks access itself.
     try:
-        _group_send(group, event)
+        group_send(group, event)
     except Exception:
         log.warning("push of %s to %s failed", event["type"], group.split(".")[0], exc_info=True)
 

@@ -41,7 +41,7 @@ def _union_problem(where: str, errors: list[dict]) -> str:
     return f"{where}: must be a string or a number"
 
 
-def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
+def pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
     problems = []
     unions: dict[tuple, list[dict]] = {}
     for err in exc.errors():
@@ -155,7 +155,7 @@ def card_layout(spec: CardSpec) -> tuple[list[Item], list[str]]:
         try:
             props = PROPS_BY_TYPE[element.type].model_validate(element.props)
         except ValidationError as exc:
-            problems.extend(_pydantic_problems(prefix, exc))
+            problems.extend(pydantic_problems(prefix, exc))
             props = None
         if element.children and element.type != "Card":
             problems.append(f"{prefix}: only a Card has children")

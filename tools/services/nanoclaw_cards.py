@@ -17,7 +17,7 @@ from sessions.models import Message
 from sessions.services import inbox_post
 from tools.caller import Caller
 from tools.card_spec.blockkit import MAX_BLOCKS, card_blocks
-from tools.card_spec.layout import _pydantic_problems
+from tools.card_spec.layout import pydantic_problems
 from tools.errors import ToolRefused
 from tools.models import CardChoice, ToolCall
 from tools.services.common import refuse_secrets, secret_values_for, strings_in, tool_call_record
@@ -152,7 +152,7 @@ def _problems(card, fallback_text) -> tuple[SendCard | None, list[str]]:
     try:
         spec = SendCard.model_validate(card)
     except ValidationError as exc:
-        spec, problems = None, [_plain(p) for p in _pydantic_problems("card", exc)]
+        spec, problems = None, [_plain(p) for p in pydantic_problems("card", exc)]
     if fallback_text is not None and len(fallback_text) > MAX_FALLBACK:
         problems.append(f"fallbackText: at most {MAX_FALLBACK} characters (got {len(fallback_text)})")
     if spec is not None:

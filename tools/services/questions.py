@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from calvin.chat import ChatPermanentError, ChatTemporaryError, chat_adapter_for
 from calvin.dashboard.actions import ActionRefused
-from calvin.dashboard.events import _group_send
+from calvin.dashboard.events import group_send
 from sessions.models import Message
 from tools.caller import Caller
 from tools.card_spec.blockkit import card_blocks
@@ -225,7 +225,7 @@ def _push_on_commit(question_id: int, decision: Decision) -> None:
 
     def push():
         try:
-            _group_send(question_group(question_id), event)
+            group_send(question_group(question_id), event)
         except Exception:
             log.warning("could not wake the call waiting for question %s", question_id, exc_info=True)
 
