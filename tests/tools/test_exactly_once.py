@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from sessions.models import Message
 from sessions.services import session_start
 from tests.conftest import wait_for
 from tests.support import celery_processes
@@ -45,8 +46,14 @@ def spawn(tmp_path, queue):
         process.stop()
 
 
-def recorded_call(workspace, recorder: Recorder) -> ToolCall:
+def recorded_call(workspace, recorder: Recorder, tool: str = "post_card") -> ToolCall:
     session = session_start(workspace=workspace, channel_kind=KIND, channel_id=recorder.url, title="once")
+    if tool == "send_message":  # nanoclaw's: its message row exists from the call on, undelivered
+        call = ToolCall.objects.create(session=session, server="nanoclaw", tool=tool, arguments={"text": "once"})
+        Message.objects.create(
+            thread=session.thread, kind="text", author="agent", text="once", tool_call=call, delivered_at=None
+        )
+        return call
     return ToolCall.objects.create(
         session=session, tool="post_card", arguments={}, payload={"items": [], "blocks": [], "text": "once"}
     )
@@ -70,9 +77,12 @@ def test_one_call_enqueued_many_times_to_concurrent_workers_is_delivered_once(wo
     assert call.platform_ids == {"delivery_id": f"d-{call.id}-1"}
 
 
-def test_a_worker_killed_mid_effect_is_recovered_by_beat_and_a_new_worker_delivering_once(workspace, spawn, queue):
+@pytest.mark.parametrize("tool", ["post_card", "send_message"])
+def test_a_worker_killed_mid_effect_is_recovered_by_beat_and_a_new_worker_delivering_once(
+    workspace, spawn, queue, tool
+):
     with Recorder(hold_first=True) as recorder:
-        call = recorded_call(workspace, recorder)
+        call = recorded_call(workspace, recorder, tool)
         first = spawn(celery_processes.worker, "first-worker", env=FAST_SWEEP)
         apply_tool_call.apply_async(args=[call.id], queue=queue)
         # The platform has counted the post; the worker has not heard back, let alone committed.

@@ -17,7 +17,7 @@ from calvin.workspaces.models import Agent
 from sessions.models import Message
 from sessions.services import agent_inbox_session, inbox_post
 from tools.caller import Caller
-from tools.effects import EffectNotReady
+from tools.effects import EffectNotReady, already_delivered
 from tools.errors import ToolRefused
 from tools.models import ToolCall
 from tools.services.common import refuse_secrets, secret_values_for, tool_call_record
@@ -157,9 +157,10 @@ def _delivered_target(call: ToolCall) -> Message:
 def send_message_effect(call: ToolCall) -> dict:
     message = Message.objects.select_related("thread").get(tool_call=call)
     adapter = chat_adapter_for(message.thread)
-    if message.delivered_at is not None:
-        return {"message_id": message.id}
-    return adapter.post_message(thread=message.thread, message=message, tool_call_id=call.id)
+    # A retry asks the platform first, as every chat effect does (tools/effects.py).
+    return already_delivered(call, adapter, message.thread) or adapter.post_message(
+        thread=message.thread, message=message, tool_call_id=call.id
+    )
 
 
 def edit_message_effect(call: ToolCall) -> dict:
