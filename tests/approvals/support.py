@@ -8,20 +8,11 @@ import pytest
 from celery.signals import task_postrun, task_prerun
 
 from approvals.models import PendingApproval
-from calvin.workspaces.models import Member
 from sessions.models import Message
 from tests.conftest import Agent, text_of, wait_for
 from tests.dashboard.conftest import OWNER_PASSWORD, csrf_token_in, logged_in
 
 __all__ = ["OWNER_PASSWORD", "logged_in"]
-
-PLAIN_PASSWORD = "pw-plain-123"
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    """PBKDF2's 1M rounds cost ~0.4 s per user and per login; these tests are not about hashing."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def worker_drain(timeout: float = 30.0) -> None:
@@ -64,13 +55,6 @@ def _worker_idle_afterwards(request):
     yield
     if "celery_worker" in request.fixturenames:
         worker_drain()
-
-
-@pytest.fixture
-def plain_member(workspace, django_user_model):
-    """A member of Acme who neither started the session nor administers the workspace."""
-    user = django_user_model.objects.create_user("plain", password=PLAIN_PASSWORD)
-    return Member.objects.create(workspace=workspace, user=user, role=Member.Role.MEMBER)
 
 
 def requested(agent: Agent, tool: str, arguments: dict) -> PendingApproval:

@@ -24,7 +24,6 @@ from calvin.workspaces.models import Agent, Member
 from sessions.models import Message
 from tests.approvals.support import (
     OWNER_PASSWORD,
-    PLAIN_PASSWORD,
     card_note,
     card_of,
     has_buttons,
@@ -35,7 +34,7 @@ from tests.approvals.support import (
     told,
 )
 from tests.conftest import wait_for
-from tests.dashboard.conftest import STRANGER_PASSWORD
+from tests.dashboard.conftest import MEMBER_PASSWORD, STRANGER_PASSWORD
 from tools.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -62,7 +61,7 @@ def test_a_plain_member_pressing_changes_nothing(agent, gateway, plain_member):
     version = environment_version(agent)
     approval = requested(agent, "install_packages", PACKAGES)
     card = card_of(approval)
-    with pressing(gateway, "plain", PLAIN_PASSWORD, agent.session.thread_id) as plain:
+    with pressing(gateway, "member", MEMBER_PASSWORD, agent.session.thread_id) as plain:
         for value in ("approve", "deny"):
             response = plain.press(approval.id, value)
             assert response.status_code == 409

@@ -15,6 +15,7 @@ from sessions.services import session_start
 
 OWNER_PASSWORD = "pw-owner-123"  # the `workspace` fixture's owner (tests/conftest.py)
 STRANGER_PASSWORD = "pw-stranger-123"
+MEMBER_PASSWORD = "pw-member-123"
 
 # A valid 1x1 PNG (one opaque red pixel).
 PNG_1X1 = bytes.fromhex(
@@ -58,15 +59,16 @@ CARD = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    """PBKDF2's 1M rounds cost ~0.4 s per user and per login; these tests are not about hashing."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def owner_member(workspace):
     return Member.objects.select_related("user").get(workspace=workspace, user__username="owner")
+
+
+@pytest.fixture
+def plain_member(workspace, django_user_model):
+    """ "member": in Acme, neither its owner nor an admin, and not the one who starts sessions there."""
+    user = django_user_model.objects.create_user("member", password=MEMBER_PASSWORD)
+    return Member.objects.create(workspace=workspace, user=user, role=Member.Role.MEMBER)
 
 
 @pytest.fixture

@@ -20,26 +20,19 @@ from secrets_vault.services import secret_set
 from sessions.models import Message
 from sessions.services import session_start
 from tests.conftest import text_of, wait_for
-from tests.dashboard.conftest import OWNER_PASSWORD, STRANGER_PASSWORD, csrf_token_in, logged_in
+from tests.dashboard.conftest import (
+    MEMBER_PASSWORD,
+    OWNER_PASSWORD,
+    STRANGER_PASSWORD,
+    csrf_token_in,
+    logged_in,
+)
 from tools.models import Question, ToolCall
 from tools.services import questions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MEMBER_PASSWORD = "pw-member-123"
 OPTIONS = ["Yes", {"label": "Ship it", "selectedLabel": "Shipped", "value": "ship"}, {"label": "Wait"}]
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def plain_member(workspace, django_user_model):
-    """A second person in Acme, with the plain member role."""
-    user = django_user_model.objects.create_user("member", password=MEMBER_PASSWORD)
-    return Member.objects.create(workspace=workspace, user=user, role=Member.Role.MEMBER)
 
 
 @pytest.fixture

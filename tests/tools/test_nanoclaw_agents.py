@@ -14,7 +14,6 @@ from secrets_vault.crypto import new_key
 from secrets_vault.services import secret_set
 from tests.approvals.support import (
     OWNER_PASSWORD,
-    _fast_password_hashing,  # noqa: F401 (an autouse fixture)
     _worker_idle_afterwards,  # noqa: F401 (an autouse fixture)
     card_note,
     card_of,

@@ -12,8 +12,8 @@ from secrets_vault.crypto import new_key
 from secrets_vault.services import secret_set
 from sessions.models import Message, Turn
 from tests.conftest import text_of, wait_for
-from tests.dashboard.conftest import OWNER_PASSWORD, csrf_token_in, logged_in
-from tests.tools.test_ask_user_question import MEMBER_PASSWORD, tap
+from tests.dashboard.conftest import MEMBER_PASSWORD, OWNER_PASSWORD, csrf_token_in, logged_in
+from tests.tools.test_ask_user_question import tap
 from tools.models import CardChoice, ToolCall
 from tools.services import nanoclaw_cards
 
@@ -34,17 +34,6 @@ CARD = {
         {"label": "Hold", "value": "Hold"},
     ],
 }
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def plain_member(workspace, django_user_model):
-    user = django_user_model.objects.create_user("member", password=MEMBER_PASSWORD)
-    return Member.objects.create(workspace=workspace, user=user, role=Member.Role.MEMBER)
 
 
 def sent(agent, card: dict, **arguments) -> Message:
