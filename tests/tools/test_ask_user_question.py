@@ -76,6 +76,14 @@ def tap(http, thread_id: int, target_id: int, value, action: str = "question"):
     )
 
 
+def press_in_service(question_id: int, member, value: str) -> None:
+    """A press straight into the service (as a web tap or the Slack adapter would make it)."""
+    question = Question.objects.select_related("tool_call__session__thread").get(id=question_id)
+    questions.question_answer_pressed(
+        thread=question.tool_call.session.thread, member=member, target_id=question.tool_call_id, value=value, via="web"
+    )
+
+
 def buttons(message: Message) -> list[dict]:
     return next(item for item in message.card if item["kind"] == "actions")["items"]
 
@@ -217,14 +225,7 @@ def test_an_answer_given_before_the_call_listens_is_found(agent, gateway, worksp
 
     def ask_then_answer(**kwargs):
         asked = real_ask(**kwargs)
-        question = Question.objects.select_related("tool_call__session__thread").get(id=asked["question_id"])
-        questions.question_answer_pressed(
-            thread=question.tool_call.session.thread,
-            member=owner,
-            target_id=question.tool_call_id,
-            value="1",
-            via="web",
-        )
+        press_in_service(asked["question_id"], owner, "1")
         return asked
 
     monkeypatch.setattr(questions, "question_ask", ask_then_answer)
@@ -241,14 +242,7 @@ def test_an_answer_given_while_the_call_checks_the_database_wakes_it(agent, gate
 
     def check_then_answer(*, question_id):
         decision = real_decision(question_id=question_id)
-        question = Question.objects.select_related("tool_call__session__thread").get(id=question_id)
-        questions.question_answer_pressed(
-            thread=question.tool_call.session.thread,
-            member=owner,
-            target_id=question.tool_call_id,
-            value="2",
-            via="web",
-        )
+        press_in_service(question_id, owner, "2")
         return decision
 
     monkeypatch.setattr(questions, "question_decision", check_then_answer)
@@ -299,13 +293,7 @@ def test_an_answer_landing_as_the_timeout_fires_is_returned(agent, gateway, work
         Question.objects.filter(id=question_id).update(
             expires_at=question.expires_at + (question.expires_at - question.tool_call.created_at)
         )
-        questions.question_answer_pressed(
-            thread=question.tool_call.session.thread,
-            member=owner,
-            target_id=question.tool_call_id,
-            value="2",
-            via="web",
-        )
+        press_in_service(question_id, owner, "2")
         return real_expire(question_id=question_id, note=note)
 
     monkeypatch.setattr(questions, "question_expire", answer_then_expire)
