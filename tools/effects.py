@@ -90,7 +90,7 @@ def send_file_effect(call: ToolCall) -> dict:
     )
 
 
-def _perform(call: ToolCall) -> dict:
+def effect_perform(call: ToolCall) -> dict:
     path = EFFECTS.get((call.server, call.tool))
     if path is None:
         raise ChatPermanentError(f"no effect for tool {call.server}.{call.tool}")
@@ -112,7 +112,7 @@ def tool_call_apply(*, tool_call_id: int) -> float | None:
         # row, so a worker that dies anywhere in here leaves the call cleanly "applying"
         # for the sweep. An external platform cannot roll back: the retry asks it first.
         with transaction.atomic():
-            platform_ids = _perform(call)
+            platform_ids = effect_perform(call)
             ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(
                 status=ToolCall.Status.APPLIED, platform_ids=platform_ids, finished_at=timezone.now()
             )

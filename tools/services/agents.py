@@ -18,6 +18,7 @@ from calvin.chat import ChatPermanentError
 from calvin.workspaces.models import Agent, Destination, Workspace, destination_name_normalise
 from calvin.workspaces.services import agent_create
 from tools.caller import Caller
+from tools.effects import effect_perform
 from tools.errors import ToolRefused
 from tools.models import ToolCall
 from tools.services.common import refuse_secrets, secret_values_for, strings_in, tool_call_record
@@ -92,7 +93,7 @@ def _submit(*, caller: Caller, agent: Agent, tool: str, arguments: dict, summary
         status=ToolCall.Status.APPLYING,  # publishes nothing: applied right here
     )
     try:
-        platform_ids = EFFECTS[tool](call)
+        platform_ids = effect_perform(call)  # the one registry the worker uses too
     except EffectRefused as exc:
         raise ToolRefused(f"{tool} refused: {exc}") from None
     ToolCall.objects.filter(id=call.id).update(
@@ -342,10 +343,3 @@ def add_mcp_server_effect(call: ToolCall) -> dict:
     agent.save(update_fields=["mcp_servers"])
     _record_outcome(call, f"MCP server {spec['name']!r} is in your config; your next start runs it.")
     return {"agent_id": agent.id}
-
-
-EFFECTS = {
-    "create_agent": create_agent_effect,
-    "install_packages": install_packages_effect,
-    "add_mcp_server": add_mcp_server_effect,
-}
