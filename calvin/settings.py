@@ -5,7 +5,10 @@ in-memory transport with a worker inside the `up` process, Channels' in-memory l
 With DATABASE_URL and REDIS_URL it runs as separate, scalable processes.
 """
 
+import base64
+import binascii
 import secrets
+import sys
 from pathlib import Path
 
 import environ
@@ -40,7 +43,50 @@ if CALVIN_MODE not in ("one-machine", "self-hosted", "hosted"):
 # Public base URL used in links the platform prints (dashboard, .mcp.json).
 CALVIN_PUBLIC_URL = env("CALVIN_PUBLIC_URL", default="")
 # Encryption keys for secrets: the first encrypts, all decrypt. Empty: no vault.
-SP_STORE_KEY = env.list("SP_STORE_KEY", default=[])
+# Without SP_STORE_KEY, the key `up` generated into VAR_DIR/vault_key on an embedded install,
+# so every process started with this var dir (web, worker, host, any manage.py command) uses
+# it, like var/secret_key. Settings never generate it themselves: a production process must
+# not quietly start encrypting with a key nobody keeps.
+VAULT_KEY_FILE = VAR_DIR / "vault_key"
+
+
+def _vault_key_from_file() -> list[str]:
+    return [key] if VAULT_KEY_FILE.exists() and (key := VAULT_KEY_FILE.read_text().strip()) else []
+
+
+def _vault_key_problem(keys: list[str], origin: str) -> str | None:
+    """What is wrong with the configured keys (never quoting one), or None."""
+    for number, raw in enumerate(keys, start=1):
+        try:
+            key = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+        except (binascii.Error, ValueError):
+            key = b""
+        if len(key) != 32:
+            return (
+                f"key {number} of {origin} is not 32 bytes of urlsafe base64;"
+                " make a key with `python manage.py vault_key`"
+            )
+    if not keys and CALVIN_MODE == "hosted" and env("DATABASE_URL", default=""):
+        return (
+            "SP_STORE_KEY is not set: a hosted gateway (CALVIN_MODE=hosted with DATABASE_URL) needs a key"
+            " to encrypt secrets. Make one with `python manage.py vault_key`, keep a copy where you keep"
+            " database backups (secrets are lost without it), and set SP_STORE_KEY to it for every"
+            " gateway process (web, worker, beat)."
+        )
+    return None
+
+
+_KEYS_FROM_ENV = [key.strip() for key in env.list("SP_STORE_KEY", default=[]) if key.strip()]
+SP_STORE_KEY = _KEYS_FROM_ENV or _vault_key_from_file()
+# Refuse to start here, while the settings load: the web (uvicorn) and the worker (celery)
+# run no system checks and none of Calvin's code before they serve. The one process that
+# must start without a usable key is the one that makes it, and Django finds a project's
+# command only once the settings have loaded, so `manage.py vault_key` is recognised by its
+# command line (sys.argv) -- only that exact command, nothing that merely contains the word.
+_MAKING_A_VAULT_KEY = Path(sys.argv[0]).name == "manage.py" and sys.argv[1:2] == ["vault_key"]
+_KEY_PROBLEM = _vault_key_problem(SP_STORE_KEY, "SP_STORE_KEY" if _KEYS_FROM_ENV else str(VAULT_KEY_FILE))
+if _KEY_PROBLEM and not _MAKING_A_VAULT_KEY:
+    raise environ.ImproperlyConfigured(_KEY_PROBLEM)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

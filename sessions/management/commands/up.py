@@ -2,12 +2,14 @@
 
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import uvicorn
 from django.conf import settings
@@ -16,12 +18,34 @@ from django.core.management.base import BaseCommand, CommandError
 
 from calvin.http_server import uvicorn_config
 from calvin.workspaces.services import demo_ensure
+from secrets_vault.crypto import new_key
 from sessions.management.commands.issue_token import mcp_json_for
 from sessions.services import runner_start
 
 # Celery warns against a worker running as root; on the machine `up` was started on, that
 # adds nothing and would scroll the printed block away.
 ROOT_WARNING = "ignore:You're running the worker with superuser privileges"
+
+
+def vault_key_ensure(var_dir: Path) -> Path | None:
+    """Without SP_STORE_KEY, generate a vault key into var_dir/vault_key so secrets work on a
+    laptop; the settings of every process started with this var dir then read it. Returns the
+    file when it was made now; an existing file is never replaced (its secrets need it)."""
+    if settings.SP_STORE_KEY:
+        return None
+    path = var_dir / "vault_key"
+    key = new_key()
+    try:
+        # Created with mode 0600 (O_EXCL: never over another file), so never readable by others.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        # Made by another process since our settings loaded (an empty file stays as it is).
+        settings.SP_STORE_KEY = [existing] if (existing := path.read_text().strip()) else []
+        return None
+    with os.fdopen(fd, "w") as file:
+        file.write(key + "\n")
+    settings.SP_STORE_KEY = [key]
+    return path
 
 
 class Command(BaseCommand):
@@ -32,6 +56,14 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
 
     def handle(self, *args, host, port, **options):
+        # Only the embedded install invents a key: a scaled deployment sets SP_STORE_KEY (and a
+        # hosted one with DATABASE_URL does not start without it).
+        made = vault_key_ensure(settings.VAR_DIR) if settings.EMBEDDED else None
+        if made:
+            self.stdout.write(
+                f"Generated a key for secrets in {made} (mode 0600): back it up with the database."
+                " In production set SP_STORE_KEY instead (python manage.py vault_key makes one)."
+            )
         call_command("migrate", interactive=False, verbosity=0)
         # A password is shown only to a terminal: a log file must not hold a working one.
         demo = demo_ensure(can_show_password=self.stdout.isatty())
