@@ -18,6 +18,7 @@ from approvals.cards import approval_card, duration
 from approvals.models import PendingApproval
 from calvin.chat import ChatPermanentError
 from calvin.workspaces.models import Workspace
+from secrets_vault.scanner import SecretScanner
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.models import ToolCall
@@ -80,7 +81,7 @@ def approval_request(
     tool: str,
     arguments: dict,
     summary: str,
-    secret_values: list[str],
+    secrets: SecretScanner,
     payload: dict | None = None,
     server: str = ToolCall.Server.NANOCLAW,
 ) -> PendingApproval:
@@ -97,7 +98,7 @@ def approval_request(
         tool=tool,
         arguments=arguments,
         payload=payload or {},
-        secret_values=secret_values,
+        secrets=secrets,
         server=server,
         status=ToolCall.Status.AWAITING_APPROVAL,
     )

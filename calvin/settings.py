@@ -233,6 +233,9 @@ CALVIN_SESSIONS_DIR = Path(env("CALVIN_SESSIONS_DIR", default=str(VAR_DIR / "ses
 # Each session gets its own temp directory under this root (its runner's TMPDIR); the
 # machine's shared /tmp is never "the system temp directory" of a session.
 CALVIN_SESSIONS_TMP_DIR = Path(env("CALVIN_SESSIONS_TMP_DIR", default=str(VAR_DIR / "session-tmp")))
+# File secrets (request_secret's `file: true`) are written under here, one 0700 directory per
+# session: outside every session directory and temp directory, so no tool can read them out.
+CALVIN_SECRET_FILES_DIR = Path(env("CALVIN_SECRET_FILES_DIR", default=str(VAR_DIR / "secret-files")))
 # Refused tool calls a runner may make per minute before its calls are paused (cheap to
 # refuse, but a refused send_file still costs a walk and maybe a copy).
 # Each agent's persistent workspace directory (NanoClaw's groups/<name>/) lives under here.

@@ -1,6 +1,6 @@
 """AES-GCM with keys from SP_STORE_KEY. Only the vault's services call this module.
 
-Each ciphertext is bound to its workspace, session and name (as associated data), so a
+Each ciphertext is bound to its workspace, its place (session or agent) and name (as associated data), so a
 row copied to another workspace or renamed does not decrypt. Keys are 32 bytes, urlsafe
 base64; the first key encrypts and every key decrypts, so keys rotate without downtime.
 """
@@ -50,27 +50,33 @@ def vault_available() -> bool:
     return bool(settings.SP_STORE_KEY)
 
 
-def _binding(workspace_id: int, session_id: int | None, name: str) -> bytes:
-    return f"calvin-secret:{workspace_id}:{session_id or '-'}:{name}".encode()
+def _binding(workspace_id: int, session_id: int | None, name: str, agent_id: int | None) -> bytes:
+    place = f"agent-{agent_id}" if agent_id else (session_id or "-")
+    return f"calvin-secret:{workspace_id}:{place}:{name}".encode()
 
 
-def encrypt(*, workspace_id: int, session_id: int | None, name: str, value: str) -> tuple[str, bytes]:
+def encrypt(
+    *, workspace_id: int, session_id: int | None, name: str, value: str, agent_id: int | None = None
+) -> tuple[str, bytes]:
     keys = vault_keys()
     if not keys:
         raise VaultUnavailable("the gateway has no SP_STORE_KEY")
     key = keys[0]
     nonce = os.urandom(NONCE_BYTES)
-    sealed = key.aead.encrypt(nonce, value.encode(), _binding(workspace_id, session_id, name))
+    sealed = key.aead.encrypt(nonce, value.encode(), _binding(workspace_id, session_id, name, agent_id))
     return key.key_id, nonce + sealed
 
 
-def decrypt(*, workspace_id: int, session_id: int | None, name: str, key_id: str, ciphertext: bytes) -> str:
+def decrypt(
+    *, workspace_id: int, session_id: int | None, name: str, key_id: str, ciphertext: bytes, agent_id: int | None = None
+) -> str:
     key = next((k for k in vault_keys() if k.key_id == key_id), None)
     if key is None:
         raise VaultUnavailable(f"the key that encrypted secret {name} is not configured")
     data = bytes(ciphertext)
     try:
-        plain = key.aead.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], _binding(workspace_id, session_id, name))
+        binding = _binding(workspace_id, session_id, name, agent_id)
+        plain = key.aead.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], binding)
     except InvalidTag as exc:
         raise VaultCorrupt(f"secret {name} does not decrypt in this place") from exc
     return plain.decode()

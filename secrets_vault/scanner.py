@@ -15,6 +15,7 @@ escapes are caught without a second pass, and `Password` does not match `passwor
 """
 
 import base64
+import codecs
 import functools
 import re
 from collections.abc import Iterable, Iterator
@@ -133,6 +134,7 @@ class SecretScanner:
                 if entry not in entries:
                     entries.append(entry)
         self._entries = list(table.values())
+        self._longest = max(map(len, table), default=0)
         self._automaton = None
         if table:
             small = sum(map(len, table)) <= DFA_MAX_PATTERN_CHARS and max(map(len, table)) <= DFA_MAX_PATTERN_LEN
@@ -159,6 +161,42 @@ class SecretScanner:
         for _start, _end, name in self.spans(text):
             return name
         return None
+
+    def redact(self, text: str, mark: str = "[redacted]") -> str:
+        """The text with every occurrence of a value or an encoded form replaced by `mark`."""
+        cuts: list[list[int]] = []
+        for start, end, _name in sorted(self.spans(text)):
+            if cuts and start <= cuts[-1][1]:
+                cuts[-1][1] = max(cuts[-1][1], end)
+            else:
+                cuts.append([start, end])
+        if not cuts:
+            return text
+        pieces, at = [], 0
+        for start, end in cuts:
+            pieces += [text[at:start], mark]
+            at = end
+        return "".join([*pieces, text[at:]])
+
+    def find_in_file(self, handle, chunk_size: int = 1024 * 1024) -> str | None:
+        """The name of the first secret found in a binary file's bytes, or None.
+
+        Read in chunks, decoded as UTF-8 incrementally (a character split across chunks
+        is kept whole; bytes that are not UTF-8 become U+FFFD, which no value's forms
+        contain), each chunk scanned with the end of the previous one, so a value across
+        a chunk boundary is found too.
+        """
+        if self._automaton is None:
+            return None
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        overlap, tail = self._longest - 1, ""
+        while True:
+            data = handle.read(chunk_size)
+            window = tail + decoder.decode(data, final=not data)
+            name = self.find(window)
+            if name is not None or not data:
+                return name
+            tail = window[-overlap:] if overlap else ""
 
     def find_in(self, texts: Iterable[str]) -> str | None:
         """The name of the first secret found in any of `texts`, or None."""

@@ -1,66 +1,151 @@
-"""The vault's services: the only code that sees secret values in the clear."""
+"""The vault's services: the only code that sees secret values in the clear.
 
+A secret lives at one of three places: the workspace (every session), an agent (its
+sessions), or one session (set through request_secret). A session's secrets are all three,
+the nearer place winning when names collide: session over agent over workspace.
+"""
+
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 
 from secrets_vault import crypto
-from secrets_vault.models import Secret
+from secrets_vault.models import MAX_VALUE_BYTES, Secret, validate_secret_name
+from secrets_vault.redaction import remember_values
 
 REDACTED = "[redacted]"
+# Outbound content holding a value is refused: a value of 1 or 2 characters would refuse
+# nearly every message the agent sends (and redact most log lines).
+MIN_VALUE_CHARS = 6
+PRECEDENCE = {Secret.Scope.WORKSPACE: 0, Secret.Scope.AGENT: 1, Secret.Scope.SESSION: 2}
 
 
 class SecretInContent(Exception):
-    """Outbound content holds the value of one of the session's secrets."""
+    """Outbound content holds the value of one of the session's secrets (its name in `name`)."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def secret_value_problem(value) -> str | None:
+    """Why a value cannot be stored, or None."""
+    if not isinstance(value, str) or not value:
+        return "the value is empty"
+    if len(value) < MIN_VALUE_CHARS:
+        return (
+            f"the value is shorter than {MIN_VALUE_CHARS} characters: every outbound message containing it would be"
+            " refused"
+        )
+    if len(value.encode()) > MAX_VALUE_BYTES:
+        return f"the value is larger than {MAX_VALUE_BYTES // 1024} KiB"
+    if "\x00" in value:
+        return "the value contains a NUL character (an environment variable cannot hold one)"
+    return None
 
 
 @transaction.atomic
-def secret_set(*, session, name: str, value: str, as_file: bool = False, member=None) -> Secret:
+def secret_put(
+    *,
+    workspace_id: int,
+    name: str,
+    value: str,
+    agent_id: int | None = None,
+    session_id: int | None = None,
+    as_file: bool = False,
+    member=None,
+) -> Secret:
+    """Create the secret at its place, or replace the value of the one already there."""
+    validate_secret_name(name)
+    problem = secret_value_problem(value)
+    if problem:
+        raise ValidationError(problem)
     key_id, ciphertext = crypto.encrypt(
-        workspace_id=session.workspace_id, session_id=session.id, name=name, value=value
+        workspace_id=workspace_id, session_id=session_id, agent_id=agent_id, name=name, value=value
     )
-    return Secret.objects.create(
-        workspace_id=session.workspace_id,
-        session=session,
-        name=name,
-        as_file=as_file,
-        key_id=key_id,
-        ciphertext=ciphertext,
-        created_by=member,
+    remember_values([value])
+    place = {"workspace_id": workspace_id, "agent_id": agent_id, "session_id": session_id, "name": name}
+    secret = Secret.objects.select_for_update().filter(**place).first()
+    if secret is None:
+        return Secret.objects.create(**place, as_file=as_file, key_id=key_id, ciphertext=ciphertext, set_by=member)
+    secret.as_file, secret.key_id, secret.ciphertext, secret.set_by = as_file, key_id, ciphertext, member
+    secret.save()
+    return secret
+
+
+def secret_set(*, session, name: str, value: str, as_file: bool = False, member=None) -> Secret:
+    """A session's own secret."""
+    return secret_put(
+        workspace_id=session.workspace_id, session_id=session.id, name=name, value=value, as_file=as_file, member=member
     )
 
 
-@transaction.atomic
 def secret_set_for_workspace(*, workspace_id: int, name: str, value: str, as_file: bool = False, member=None) -> Secret:
     """A workspace-wide secret: in scope for every session of the workspace."""
-    key_id, ciphertext = crypto.encrypt(workspace_id=workspace_id, session_id=None, name=name, value=value)
-    return Secret.objects.create(
-        workspace_id=workspace_id, name=name, as_file=as_file, key_id=key_id, ciphertext=ciphertext, created_by=member
-    )
+    return secret_put(workspace_id=workspace_id, name=name, value=value, as_file=as_file, member=member)
+
+
+@transaction.atomic
+def secret_delete(*, secret_id: int, workspace_id: int) -> bool:
+    return Secret.objects.filter(id=secret_id, workspace_id=workspace_id).delete()[0] > 0
 
 
 def _plain(secret: Secret) -> str:
-    return crypto.decrypt(
+    value = crypto.decrypt(
         workspace_id=secret.workspace_id,
         session_id=secret.session_id,
+        agent_id=secret.agent_id,
         name=secret.name,
         key_id=secret.key_id,
         ciphertext=secret.ciphertext,
     )
+    remember_values([value])
+    return value
+
+
+def session_scope(*, session_id: int, workspace_id: int, agent_id: int | None):
+    """The rows in scope for a session (all places, before precedence)."""
+    place = Q(session_id=session_id) | Q(session__isnull=True, agent__isnull=True)
+    if agent_id:
+        place |= Q(agent_id=agent_id)
+    return Secret.objects.filter(workspace_id=workspace_id).filter(place)
+
+
+def _session_agent_id(session_id: int) -> int | None:
+    from sessions.models import Session
+
+    return Session.objects.filter(id=session_id).values_list("agent_id", flat=True).first()
+
+
+def session_secrets(*, session_id: int, workspace_id: int, agent_id: int | None = None) -> list[tuple[Secret, str]]:
+    """(row, value) for each name in scope, the nearest place winning. Fails closed: a
+    secret that cannot be decrypted raises (naming it) instead of being skipped."""
+    if agent_id is None:
+        agent_id = _session_agent_id(session_id)
+    chosen: dict[str, Secret] = {}
+    for secret in session_scope(session_id=session_id, workspace_id=workspace_id, agent_id=agent_id):
+        held = chosen.get(secret.name)
+        if held is None or PRECEDENCE[secret.scope] > PRECEDENCE[held.scope]:
+            chosen[secret.name] = secret
+    return [(secret, _plain(secret)) for _, secret in sorted(chosen.items())]
+
+
+def session_secret_pairs(*, session_id: int, workspace_id: int, agent_id: int | None = None) -> list[tuple[str, str]]:
+    """(name, value) for every secret an outbound check must look for: every place's, even
+    one shadowed by a nearer secret of the same name (its value must not leave either)."""
+    if agent_id is None:
+        agent_id = _session_agent_id(session_id)
+    rows = session_scope(session_id=session_id, workspace_id=workspace_id, agent_id=agent_id)
+    return [(secret.name, value) for secret in rows if (value := _plain(secret))]
 
 
 def session_secret_values(*, session_id: int, workspace_id: int) -> list[str]:
-    """The values an outbound check must look for: the session's and the workspace's.
-
-    Fails closed: a secret that cannot be decrypted raises instead of being skipped.
-    """
-    rows = Secret.objects.filter(workspace_id=workspace_id).filter(Q(session_id=session_id) | Q(session__isnull=True))
-    return [value for value in (_plain(s) for s in rows) if value]
+    return [value for _, value in session_secret_pairs(session_id=session_id, workspace_id=workspace_id)]
 
 
-def refuse_if_contains_secret(*, values: list[str], content: str) -> None:
-    for value in values:
-        if value in content:
-            raise SecretInContent()
+def secret_name_taken(*, session_id: int, workspace_id: int, agent_id: int | None, name: str) -> bool:
+    """Whether `name` is already set for the session, at any place in its scope."""
+    return session_scope(session_id=session_id, workspace_id=workspace_id, agent_id=agent_id).filter(name=name).exists()
 
 
 def redact(text: str, values: list[str]) -> str:
@@ -76,7 +161,11 @@ def secrets_rotate() -> int:
     changed = 0
     for secret in Secret.objects.select_for_update().exclude(key_id=first):
         key_id, ciphertext = crypto.encrypt(
-            workspace_id=secret.workspace_id, session_id=secret.session_id, name=secret.name, value=_plain(secret)
+            workspace_id=secret.workspace_id,
+            session_id=secret.session_id,
+            agent_id=secret.agent_id,
+            name=secret.name,
+            value=_plain(secret),
         )
         Secret.objects.filter(id=secret.id).update(key_id=key_id, ciphertext=ciphertext)
         changed += 1

@@ -84,6 +84,7 @@ VALID_CALLS = {
     "calvin": {
         "send_file": {"path": "ok.txt", "comment": "c", "title": "t", "alt_text": "a"},
         "post_card": {"spec": _card()},
+        "request_secret": {"name": "API_TOKEN", "reason": "To call the staging API", "file": False},
     },
     "nanoclaw": {
         "send_message": {"text": "t", "to": "thread"},

@@ -8,6 +8,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from tools.errors import ToolRefused
 from tools.input_checks import argument_problems
 from tools.refusals import refusal_note, refusals_check
+from tools.services.common import refusal_redacted
 
 
 def _in_thread(service, kwargs):
@@ -18,9 +19,10 @@ def _in_thread(service, kwargs):
         if problems:
             raise ToolRefused("invalid arguments: " + "; ".join(problems[:30]))
         return service(**kwargs)
-    except ToolRefused:
+    except ToolRefused as exc:
         refusal_note(runner_id=caller.runner_id)
-        raise
+        # A refusal may quote the agent's input (a path, a name): no secret goes back in it.
+        raise ToolRefused(refusal_redacted(caller, str(exc))) from None
 
 
 # Not thread-sensitive: calls run side by side, each thread on its own DB connection.

@@ -33,7 +33,8 @@ class Caller:
 _CALLER_SQL = f"""
 SELECT r.id, r.session_id, s.thread_id, s.workspace_id, s.directory, s.temp_directory, s.permission_mode,
        EXISTS (SELECT 1 FROM {Secret._meta.db_table} x
-               WHERE x.workspace_id = s.workspace_id AND (x.session_id = s.id OR x.session_id IS NULL)),
+               WHERE x.workspace_id = s.workspace_id
+                 AND (x.session_id = s.id OR x.agent_id = s.agent_id OR (x.session_id IS NULL AND x.agent_id IS NULL))),
        s.agent_id, a.tool_sets
 FROM {Runner._meta.db_table} r JOIN {Session._meta.db_table} s ON s.id = r.session_id
      LEFT JOIN {Agent._meta.db_table} a ON a.id = s.agent_id

@@ -7,15 +7,19 @@ is given that tool set.
 
 from contextlib import AsyncExitStack, asynccontextmanager
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
 from starlette.applications import Starlette
 
 from tools.asgi_json import send_json_response
-from tools.auth import SCOPE_KEY, RunnerTokenAuth
+from tools.auth import SCOPE_KEY, RunnerTokenAuth, caller_from_context
 from tools.availability import CALVIN, NANOCLAW, tool_offered
 from tools.http_limits import McpPostOnly
+from tools.services.common import refusal_redacted
 
 PATHS = {CALVIN: "/mcp", NANOCLAW: "/mcp/nanoclaw"}
 
@@ -40,8 +44,26 @@ def _tool_modules(server: str):
     return TOOLS
 
 
+class GatewayServer(MCPServer):
+    """The SDK's server, but a rejected argument's error text (which quotes the value the
+    agent sent) is redacted against the session's secrets before it goes back."""
+
+    async def call_tool(self, name, arguments, context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            try:
+                caller = caller_from_context(context)
+            except (AttributeError, KeyError):  # called in-process, not over HTTP: no session
+                raise exc from exc.__cause__
+            text = await sync_to_async(refusal_redacted, thread_sensitive=False)(caller, str(exc))
+            raise ToolError(text) from exc.__cause__
+
+
 def build_server(mode: str | None = None, server: str = CALVIN) -> MCPServer:
-    mcp = MCPServer(name=server, instructions=INSTRUCTIONS[server])
+    mcp = GatewayServer(name=server, instructions=INSTRUCTIONS[server])
     for name, fn, description in _tool_modules(server):
         if tool_offered(name, mode, server):
             mcp.add_tool(fn, name=name, description=description)

@@ -7,6 +7,10 @@ in, the member who pressed it, and the button's value. The web channel calls the
 from interactivity payloads. Each handler checks that the target lives in that thread and
 that the member may press it, changes state by compare-and-swap, and returns the text to
 show the person who pressed.
+
+One action is not pressed here: "secret" (request_secret's "Set NAME") opens a private
+form instead, a link in the web channel (calvin/dashboard/secret_form.py) and a modal in
+Slack, so the value never travels through the thread.
 """
 
 from django.utils.module_loading import import_string

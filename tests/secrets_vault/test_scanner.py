@@ -1,6 +1,7 @@
 """The outbound secret check: every encoding at every alignment, one pass for many secrets."""
 
 import base64
+import io
 import re
 import time
 from urllib.parse import quote, quote_plus
@@ -207,3 +208,24 @@ def test_scanner_for_builds_once_per_set_of_pairs():
     assert scanner_for(pairs) is not scanner_for(pairs[:1])
     assert scanner_for(pairs).find("bravo-secret-2") == "B"
     assert scanner_for([]) is scanner_for(()) and scanner_for([]).find("alpha-secret-1") is None
+
+
+@pytest.mark.parametrize("offset", [0, 1, 2, 5, 9])
+def test_a_file_is_scanned_across_chunk_boundaries_and_split_characters(offset):
+    value = "clé-secrète-ünïcode"
+    scanner = SecretScanner([("KEY", value)])
+    for form in (value, encoded_forms(value)[1]):
+        data = b"\xff\xfe binary " * 3 + b"x" * offset + form.encode() + b" tail"
+        for chunk_size in (4, 7, 16, 1024):
+            assert scanner.find_in_file(io.BytesIO(data), chunk_size=chunk_size) == "KEY", (form, chunk_size)
+    clean = b"\xff\xfe binary " * 3 + value.encode()[:-3]
+    assert scanner.find_in_file(io.BytesIO(clean), chunk_size=5) is None
+
+
+def test_redact_replaces_every_form_and_merges_overlaps():
+    value = "tok3n/with+reserved?chars"
+    scanner = SecretScanner([("TOKEN", value), ("INNER", "with+reserved")])
+    text = f"a {value} b {quote(value, safe='')} c {value.encode().hex().upper()} d"
+    redacted = scanner.redact(text)
+    assert redacted == "a [redacted] b [redacted] c [redacted] d"
+    assert scanner.redact("nothing here") == "nothing here"

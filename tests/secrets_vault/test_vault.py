@@ -48,7 +48,7 @@ def test_no_key_means_no_vault(session, settings):
     settings.SP_STORE_KEY = []
     assert not crypto.vault_available()
     with pytest.raises(crypto.VaultUnavailable):
-        secret_set(session=session, name="X", value="y")
+        secret_set(session=session, name="X", value="y-value")
 
 
 def test_rotation_reencrypts_under_the_new_first_key(session, key, settings):
@@ -68,3 +68,30 @@ def test_workspace_secrets_count_for_every_session(session, key, workspace):
 
 def test_redact_replaces_every_value_longest_first():
     assert redact("a=abc123 b=abc", ["abc", "abc123"]) == "a=[redacted] b=[redacted]"
+
+
+def test_a_ciphertext_copied_to_another_workspace_does_not_decrypt(key, workspace, django_user_model):
+    from calvin.workspaces.services import workspace_create
+    from secrets_vault.services import secret_put
+
+    original = secret_put(workspace_id=workspace.id, name="ORG", value="acme-org-wide")
+    user = django_user_model.objects.create_user("globex-owner", password="pw-globex-123")
+    globex = workspace_create(name="Globex", slug="globex", owner_user=user)
+    Secret.objects.create(workspace=globex, name="ORG", ciphertext=original.ciphertext, key_id=original.key_id)
+    globex_session = session_start(workspace=globex, title="globex")
+    with pytest.raises(crypto.VaultCorrupt, match="secret ORG does not decrypt in this place") as caught:
+        session_secret_values(session_id=globex_session.id, workspace_id=globex.id)
+    assert "acme-org-wide" not in str(caught.value)
+
+
+def test_a_wrong_key_fails_closed_naming_the_secret(session, key, settings):
+    secret = secret_set(session=session, name="API_KEY", value="s3cr3t-value")
+    other = crypto.new_key()
+    settings.SP_STORE_KEY = [other]
+    with pytest.raises(crypto.VaultUnavailable, match="secret API_KEY is not configured"):
+        session_secret_values(session_id=session.id, workspace_id=session.workspace_id)
+    # A key claiming the stored key's id (a tampered row) does not decrypt it either.
+    Secret.objects.filter(id=secret.id).update(key_id=crypto.vault_keys()[0].key_id)
+    with pytest.raises(crypto.VaultCorrupt) as caught:
+        session_secret_values(session_id=session.id, workspace_id=session.workspace_id)
+    assert "s3cr3t-value" not in str(caught.value)

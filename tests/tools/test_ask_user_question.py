@@ -512,7 +512,7 @@ def test_a_question_containing_a_secret_is_refused(agent, settings):
             "ask_user_question", {"title": "T", "question": "Q?", "options": ["a"], **arguments}
         )
         text = text_of(result)
-        assert result.is_error and "the question contains the value of one of this session's secrets" in text, text
+        assert result.is_error and "the question contains the value of the secret" in text, text
         assert "tok-5ecret-99" not in text
     assert not ToolCall.objects.filter(session=agent.session).exists()
 

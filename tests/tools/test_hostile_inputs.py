@@ -13,6 +13,7 @@ from functools import partial
 import httpx2
 import pytest
 
+from secrets_vault.crypto import new_key
 from sessions.models import Message
 from tests.conftest import wait_for
 from tests.hostile import CARD_SLOTS, CORPUS, OWN_MESSAGE, UNPARSEABLE, VALID_CALLS, leaf_slots, with_value_at
@@ -28,6 +29,7 @@ BLOCKING = {"ask_user_question"}
 @pytest.fixture
 def hostile_agent(agent, settings, monkeypatch):
     settings.CALVIN_REFUSALS_PER_MINUTE = 1_000_000  # this test is refused on purpose, often
+    settings.SP_STORE_KEY = [new_key()]  # request_secret needs a vault
     # Every accepted approval-gated call waits for a decision: let them pile up here.
     monkeypatch.setattr("approvals.services.MAX_PENDING_PER_SESSION", 1_000_000)
     (agent.directory / "ok.txt").write_text("a harmless file")

@@ -255,7 +255,7 @@ def test_an_env_value_equal_to_a_session_secret_is_refused(agent, vault):
         agent,
         "add_mcp_server",
         {"name": "gh", "command": "npx", "env": {"GITHUB_TOKEN": "ghp_live_secret_value_123"}},
-        "contains the value of one of this session's secrets",
+        "contains the value of the secret",
     )
     assert "ghp_live_secret_value_123" not in text
     assert not ToolCall.objects.filter(session=agent.session).exists()

@@ -451,7 +451,7 @@ def test_a_workspace_wide_secret_refuses_a_card(agent, settings):
     settings.SP_STORE_KEY = [new_key()]
     secret_set_for_workspace(workspace_id=agent.session.workspace_id, name="SHARED", value="ws-card-secret-1")
     result = agent.call("post_card", {"spec": card(("t", "Text", {"text": "key: ws-card-secret-1"}))})
-    assert result.is_error and "contains the value of one of this session's secrets" in text_of(result)
+    assert result.is_error and "contains the value of the secret" in text_of(result)
     assert not ToolCall.objects.exists()
 
 
@@ -461,7 +461,7 @@ def test_a_card_containing_a_secret_is_refused(agent, settings):
     spec = card(("f", "Field", {"label": "password", "value": "pa55-w0rd-xyz"}))
     result = agent.call("post_card", {"spec": spec})
     text = text_of(result)
-    assert result.is_error and "contains the value of one of this session's secrets" in text
+    assert result.is_error and "contains the value of the secret" in text
     assert "pa55-w0rd-xyz" not in text
     assert not ToolCall.objects.exists()
 

@@ -323,5 +323,5 @@ def test_a_card_containing_a_secret_is_refused(agent, settings):
         ({"title": "T", "description": ""}, {"fallbackText": "x tok-5ecret-99"}),
     ):
         text = refused(agent, card, **extra)
-        assert "the card contains the value of one of this session's secrets" in text, text
+        assert "the card contains the value of the secret" in text, text
         assert "tok-5ecret-99" not in text

@@ -188,20 +188,22 @@ def vault(settings):
 def test_a_file_containing_a_session_secret_is_refused(agent, vault):
     secret_set(session=agent.session, name="STRIPE_API_KEY", value="sk_live_abc123XYZ")
     (agent.directory / "env.txt").write_text("KEY=sk_live_abc123XYZ\n")
-    refused(agent, {"path": "env.txt"}, "contains the value of one of this session's secrets")
+    refused(agent, {"path": "env.txt"}, "contains the value of the secret")
 
 
 def test_a_secret_across_a_read_chunk_boundary_is_found(agent, vault):
     secret_set(session=agent.session, name="TOKEN", value="boundary-secret-value")
     content = b"x" * (CHUNK - 5) + b"boundary-secret-value" + b"y" * 10
     (agent.directory / "dump.bin").write_bytes(content)
-    refused(agent, {"path": "dump.bin"}, "contains the value of one of this session's secrets")
+    refused(agent, {"path": "dump.bin"}, "contains the value of the secret")
 
 
 def test_a_comment_containing_a_secret_is_refused(agent, vault):
     secret_set(session=agent.session, name="TOKEN", value="hunter2-hunter2")
     (agent.directory / "ok.txt").write_text("harmless")
-    text = refused(agent, {"path": "ok.txt", "comment": "token is hunter2-hunter2"}, "one of this session's secrets")
+    text = refused(
+        agent, {"path": "ok.txt", "comment": "token is hunter2-hunter2"}, "contains the value of the secret TOKEN"
+    )
     assert "hunter2-hunter2" not in text
 
 

@@ -135,7 +135,7 @@ def test_a_secret_in_the_file_name_title_or_path_is_refused(agent, vault):
         {"path": "fine.txt", "title": "see tok-9f8e7d6c5b"},
         {"path": "fine.txt", "alt_text": "tok-9f8e7d6c5b"},
     ):
-        text = refused(agent, arguments, "contains the value of one of this session's secrets")
+        text = refused(agent, arguments, "contains the value of the secret")
         assert "nothing was sent" in text
     assert (
         not default_storage.exists(f"tool-files/{agent.session.id}")
@@ -146,7 +146,7 @@ def test_a_secret_in_the_file_name_title_or_path_is_refused(agent, vault):
 def test_a_workspace_wide_secret_refuses_a_file(agent, vault):
     secret_set_for_workspace(workspace_id=agent.session.workspace_id, name="SHARED", value="ws-wide-77aa")
     (agent.directory / "env.txt").write_text("SHARED=ws-wide-77aa")
-    refused(agent, {"path": "env.txt"}, "contains the value of one of this session's secrets")
+    refused(agent, {"path": "env.txt"}, "contains the value of the secret")
 
 
 def test_a_spent_runner_is_refused_before_its_file_is_read(agent, vault):

@@ -17,11 +17,12 @@ from approvals.services import approval_request
 from calvin.chat import ChatPermanentError
 from calvin.workspaces.models import Agent, Destination, Workspace, destination_name_normalise
 from calvin.workspaces.services import agent_create
+from secrets_vault.scanner import SecretScanner
 from tools.caller import Caller
 from tools.effects import effect_perform
 from tools.errors import ToolRefused
 from tools.models import ToolCall
-from tools.services.common import refuse_secrets, secret_values_for, strings_in, tool_call_record
+from tools.services.common import refuse_secrets, secret_scanner_for, strings_in, tool_call_record
 
 NANOCLAW = ToolCall.Server.NANOCLAW
 
@@ -75,12 +76,12 @@ def _caller_agent(caller: Caller) -> Agent:
     return agent
 
 
-def _submit(*, caller: Caller, agent: Agent, tool: str, arguments: dict, summary: str, values: list[str]) -> dict:
+def _submit(*, caller: Caller, agent: Agent, tool: str, arguments: dict, summary: str, secrets: SecretScanner) -> dict:
     """Open an approval where policy asks for one; otherwise apply now, in this transaction."""
     payload = {"agent_id": agent.id}
     if approval_needed(source=NANOCLAW, tool=tool, cli_scope=agent.cli_scope):
         approval = approval_request(
-            caller=caller, tool=tool, arguments=arguments, summary=summary, secret_values=values, payload=payload
+            caller=caller, tool=tool, arguments=arguments, summary=summary, secrets=secrets, payload=payload
         )
         return {"status": "approval-pending", "approval_id": approval.id}
     call = tool_call_record(
@@ -88,7 +89,7 @@ def _submit(*, caller: Caller, agent: Agent, tool: str, arguments: dict, summary
         tool=tool,
         arguments=arguments,
         payload=payload,
-        secret_values=values,
+        secrets=secrets,
         server=NANOCLAW,
         status=ToolCall.Status.APPLYING,  # publishes nothing: applied right here
     )
@@ -135,8 +136,8 @@ def agent_create_request(*, caller: Caller, name: str, instructions: str | None 
     if instructions is not None and len(instructions) > INSTRUCTIONS_MAX:
         problems.append(f"instructions are {len(instructions):,} characters; at most {INSTRUCTIONS_MAX:,}")
     _refuse_if(problems, "create_agent refused")
-    values = secret_values_for(caller)
-    refuse_secrets(what="the name or instructions", values=values, content=f"{name}\n{instructions or ''}")
+    scanner = secret_scanner_for(caller)
+    refuse_secrets(what="the name or instructions", secrets=scanner, content=f"{name}\n{instructions or ''}")
     arguments = {"name": normalised, "instructions": instructions or ""}
     result = _submit(
         caller=caller,
@@ -144,7 +145,7 @@ def agent_create_request(*, caller: Caller, name: str, instructions: str | None 
         tool="create_agent",
         arguments=arguments,
         summary=f"create agent {normalised!r}",
-        values=values,
+        secrets=scanner,
     )
     if result["status"] == "applied":
         return {"status": "created", "agent": normalised, "destination": normalised}
@@ -205,7 +206,7 @@ def packages_install_request(
         problems.append(f"reason is {len(reason):,} characters; at most {REASON_MAX:,}")
     _refuse_if(problems, "install_packages refused")
     arguments = {"apt": _unique(apt), "npm": _unique(npm), "reason": reason or ""}
-    values = secret_values_for(caller)
+    scanner = secret_scanner_for(caller)
     parts = [f"{kind}: {', '.join(arguments[kind])}" for kind in ("apt", "npm") if arguments[kind]]
     return _submit(
         caller=caller,
@@ -213,7 +214,7 @@ def packages_install_request(
         tool="install_packages",
         arguments=arguments,
         summary="install " + "; ".join(parts),
-        values=values,
+        secrets=scanner,
     )
 
 
@@ -310,11 +311,11 @@ def mcp_server_add_request(
     _refuse_if(
         mcp_server_problems(agent=agent, name=name, command=command, args=args, env=env), "add_mcp_server refused"
     )
-    values = secret_values_for(caller)
+    scanner = secret_scanner_for(caller)
     # Credentials are never typed into chat: a secret's value is refused, a vault:NAME reference is not.
     refuse_secrets(
         what="the command, an argument or an env value",
-        values=values,
+        secrets=scanner,
         content="\n".join(strings_in([name, command, args, env])),
     )
     arguments = {"name": name, "command": command, "args": args, "env": env}
@@ -324,7 +325,7 @@ def mcp_server_add_request(
         tool="add_mcp_server",
         arguments=arguments,
         summary=f"add MCP server {name!r}: {command} {' '.join(args)}".strip(),
-        values=values,
+        secrets=scanner,
     )
 
 

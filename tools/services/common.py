@@ -5,32 +5,47 @@ import logging
 from django.db import transaction
 
 from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
-from secrets_vault.services import SecretInContent, refuse_if_contains_secret, session_secret_values
+from secrets_vault.scanner import SecretScanner, scanner_for
+from secrets_vault.services import session_secret_pairs
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.limits import PER_RUNNER, runner_take_slot_and_insert
 from tools.models import ToolCall
 
 log = logging.getLogger(__name__)
+NO_SECRETS = scanner_for([])
 
 
-def secret_values_for(caller: Caller) -> list[str]:
+def secret_scanner_for(caller: Caller) -> SecretScanner:
+    """What outbound content of this caller is checked against: every secret in the
+    session's scope (workspace, agent, session), their encoded forms included."""
     if not caller.has_secrets:
-        return []
+        return NO_SECRETS
     try:
-        return session_secret_values(session_id=caller.session_id, workspace_id=caller.workspace_id)
+        pairs = session_secret_pairs(
+            session_id=caller.session_id, workspace_id=caller.workspace_id, agent_id=caller.agent_id
+        )
     except (VaultUnavailable, VaultCorrupt) as exc:
         # Fail closed: content we cannot check for secrets is not sent.
         raise ToolRefused(f"cannot check this content against the session's secrets: {exc}") from exc
+    return scanner_for(pairs)
 
 
-def refuse_secrets(*, what: str, values: list[str], content: str) -> None:
-    if not values:
-        return
+def refuse_secrets(*, what: str, secrets: SecretScanner, content: str) -> None:
+    """The one outbound check: every tool's content, before anything is sent or stored.
+
+    The refusal names the secret, never its value."""
+    name = secrets.find(content)
+    if name is not None:
+        raise ToolRefused(f"{what} contains the value of the secret {name} (plain or encoded); nothing was sent")
+
+
+def refusal_redacted(caller: Caller, text: str) -> str:
+    """A refusal's text with every secret in scope (and its encodings) redacted."""
     try:
-        refuse_if_contains_secret(values=values, content=content)
-    except SecretInContent:
-        raise ToolRefused(f"{what} contains the value of one of this session's secrets; nothing was sent") from None
+        return secret_scanner_for(caller).redact(text)
+    except ToolRefused as exc:  # the secrets cannot be read: neither can the text be checked
+        return f"the call was refused, and its reason cannot be shown: {exc}"
 
 
 def strings_in(value) -> list[str]:
@@ -50,7 +65,7 @@ def tool_call_record(
     tool: str,
     arguments: dict,
     payload: dict,
-    secret_values: list[str],
+    secrets: SecretScanner,
     file_name: str = "",
     server: str = ToolCall.Server.CALVIN,
     status: str = ToolCall.Status.PENDING,
@@ -59,13 +74,11 @@ def tool_call_record(
     outbox row, both or neither.
 
     Nothing a tool stores may hold a secret in the clear, so every string of the arguments
-    and the payload is checked here, whatever the tool checked before (`secret_values`
-    is required so that no tool can forget it). A pending call's effect task is published
+    and the payload is checked here, whatever the tool checked before (`secrets` is
+    required so that no tool can forget it). A pending call's effect task is published
     once that is committed; any other status (awaiting approval, applied) publishes nothing.
     """
-    refuse_secrets(
-        what=f"an argument of {tool}", values=secret_values, content="\n".join(strings_in([arguments, payload]))
-    )
+    refuse_secrets(what=f"an argument of {tool}", secrets=secrets, content="\n".join(strings_in([arguments, payload])))
     call = ToolCall(
         session_id=caller.session_id,
         runner_id=caller.runner_id,

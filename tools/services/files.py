@@ -10,7 +10,7 @@ from django.core.files.storage import default_storage
 from tools.caller import Caller, file_roots
 from tools.errors import ToolRefused
 from tools.limits import runner_refuse_if_spent
-from tools.services.common import refuse_secrets, secret_values_for, tool_call_record
+from tools.services.common import refuse_secrets, secret_scanner_for, tool_call_record
 from tools.services.paths import OpenedFile, PathRefused, open_beneath
 
 MAX_FILE_BYTES = 100 * 1024 * 1024
@@ -47,18 +47,6 @@ def _sniff(head: bytes, name: str) -> str:
     guessed = mimetypes.guess_type(name)[0] or "application/octet-stream"
     # A name that claims an image whose bytes are not one is served as a download.
     return "application/octet-stream" if guessed.startswith("image/") else guessed
-
-
-def _contains_any(handle, values: list[str]) -> bool:
-    needles = [v.encode() for v in values]
-    overlap = max(len(n) for n in needles) - 1
-    tail = b""
-    while chunk := handle.read(CHUNK):
-        window = tail + chunk
-        if any(n in window for n in needles):
-            return True
-        tail = window[-overlap:] if overlap else b""
-    return False
 
 
 class CappedReader:
@@ -127,11 +115,11 @@ def file_send(
         _check_size(opened.size, path)
         # Cheap early answer, so a runner at its limit cannot make us copy 100 MiB files.
         runner_refuse_if_spent(runner_id=caller.runner_id, tool="send_file")
-        values = secret_values_for(caller)
+        scanner = secret_scanner_for(caller)
         # Names are outbound too: the file name and title are shown, the path is stored.
         refuse_secrets(
             what="the path, file name, comment, title or alt text",
-            values=values,
+            secrets=scanner,
             content="\n".join(filter(None, [path, opened.name, name, comment, title, alt_text])),
         )
         # Copied now, under a generated name (the real one travels in the payload): the
@@ -143,10 +131,10 @@ def file_send(
         _check_size(size, path)
         with default_storage.open(stored, "rb") as copy:
             content_type = _sniff(copy.read(16), name)
-            if values:
-                copy.seek(0)
-                if _contains_any(copy, values):
-                    _refuse(f"{path} contains the value of one of this session's secrets; nothing was sent")
+            copy.seek(0)
+            found = scanner.find_in_file(copy)
+            if found is not None:
+                _refuse(f"{path} contains the value of the secret {found} (plain or encoded); nothing was sent")
         payload = {
             "file_name": name,
             "title": title or name,
@@ -164,7 +152,7 @@ def file_send(
             arguments=arguments,
             payload=payload,
             file_name=stored,
-            secret_values=values,
+            secrets=scanner,
         )
     except BaseException:
         default_storage.delete(stored)

@@ -14,13 +14,14 @@ from django.utils import timezone
 
 from calvin.chat import ChatPermanentError, chat_adapter_for
 from calvin.workspaces.models import Agent
+from secrets_vault.scanner import SecretScanner
 from sessions.models import Message
 from sessions.services import agent_inbox_session, inbox_post
 from tools.caller import Caller
 from tools.effects import EffectNotReady, already_delivered
 from tools.errors import ToolRefused
 from tools.models import ToolCall
-from tools.services.common import refuse_secrets, secret_values_for, tool_call_record
+from tools.services.common import refuse_secrets, secret_scanner_for, tool_call_record
 from tools.services.destinations import destination_resolve
 
 NANOCLAW = ToolCall.Server.NANOCLAW
@@ -28,26 +29,26 @@ NANOCLAW = ToolCall.Server.NANOCLAW
 SHORTCODE = re.compile(r"[a-z0-9_+\-']{1,64}")
 
 
-def _record(caller: Caller, tool: str, arguments: dict, payload: dict, values: list[str], **kwargs) -> ToolCall:
+def _record(caller: Caller, tool: str, arguments: dict, payload: dict, scanner: SecretScanner, **kwargs) -> ToolCall:
     return tool_call_record(
-        caller=caller, tool=tool, server=NANOCLAW, arguments=arguments, payload=payload, secret_values=values, **kwargs
+        caller=caller, tool=tool, server=NANOCLAW, arguments=arguments, payload=payload, secrets=scanner, **kwargs
     )
 
 
 @transaction.atomic
 def message_send(*, caller: Caller, text: str, to: str) -> dict:
     destination = destination_resolve(caller=caller, to=to)
-    values = secret_values_for(caller)
-    refuse_secrets(what="the message", values=values, content=text)
+    scanner = secret_scanner_for(caller)
+    refuse_secrets(what="the message", secrets=scanner, content=text)
     arguments = {"text": text, "to": to}
     if destination.agent is not None:
         session = agent_inbox_session(agent=destination.agent, owner_id=_owner_id(caller))
-        call = _record(caller, "send_message", arguments, {"session_id": session.id}, values, status="applied")
+        call = _record(caller, "send_message", arguments, {"session_id": session.id}, scanner, status="applied")
         sender = Agent.objects.filter(id=caller.agent_id).first()
         message = inbox_post(session=session, text=text, author=Message.Author.AGENT, sender_agent=sender)
         Message.objects.filter(id=message.id).update(tool_call=call)
         return {"messageId": message.id, "to": destination.name, "status": "delivered to the agent's inbox"}
-    call = _record(caller, "send_message", arguments, {"thread_id": destination.thread_id}, values)
+    call = _record(caller, "send_message", arguments, {"thread_id": destination.thread_id}, scanner)
     message = Message.objects.create(
         thread_id=destination.thread_id,
         kind=Message.Kind.TEXT,
@@ -101,16 +102,16 @@ def _message_in_own_threads(caller: Caller, message_id: int) -> Message:
 @transaction.atomic
 def message_edit(*, caller: Caller, message_id: int, text: str) -> dict:
     message = _own_message(caller, message_id)
-    values = secret_values_for(caller)
-    refuse_secrets(what="the new text", values=values, content=text)
+    scanner = secret_scanner_for(caller)
+    refuse_secrets(what="the new text", secrets=scanner, content=text)
     arguments = {"messageId": message_id, "text": text}
     if message.sender_agent_id is not None:
         # A message in another agent's inbox: the edit is a row change, like the send was.
         Message.objects.filter(id=message.id).update(text=text, edited_at=timezone.now())
-        _record(caller, "edit_message", arguments, {"message_id": message.id}, values, status="applied")
+        _record(caller, "edit_message", arguments, {"message_id": message.id}, scanner, status="applied")
         return {"messageId": message.id, "status": "edited"}
     call = _record(
-        caller, "edit_message", arguments, {"message_id": message.id, "thread_id": message.thread_id}, values
+        caller, "edit_message", arguments, {"message_id": message.id, "thread_id": message.thread_id}, scanner
     )
     return {"messageId": message.id, "tool_call_id": call.id, "status": "queued"}
 
@@ -135,7 +136,7 @@ def reaction_add(*, caller: Caller, message_id: int, emoji: str) -> dict:
         "add_reaction",
         {"messageId": message_id, "emoji": emoji},
         {"message_id": message.id, "thread_id": message.thread_id, "emoji": code},
-        secret_values_for(caller),
+        secret_scanner_for(caller),
     )
     return {"messageId": message.id, "emoji": code, "tool_call_id": call.id, "status": "queued"}
 

@@ -20,7 +20,7 @@ from tools.card_spec.blockkit import MAX_BLOCKS, card_blocks
 from tools.card_spec.layout import pydantic_problems
 from tools.errors import ToolRefused
 from tools.models import CardChoice, ToolCall
-from tools.services.common import refuse_secrets, secret_values_for, strings_in, tool_call_record
+from tools.services.common import refuse_secrets, secret_scanner_for, strings_in, tool_call_record
 
 MAX_CHILDREN = 40
 MAX_ACTIONS = 25
@@ -174,8 +174,8 @@ def card_send(*, caller: Caller, card, fallback_text: str | None) -> dict:
             shown.append(f"and {len(problems) - MAX_PROBLEMS_SHOWN} more problems")
         raise ToolRefused("invalid card: " + "; ".join(shown))
     arguments = {"card": spec.model_dump(mode="json", exclude_none=True), "fallbackText": fallback_text}
-    values = secret_values_for(caller)
-    refuse_secrets(what="the card", values=values, content="\n".join(strings_in(arguments)))
+    scanner = secret_scanner_for(caller)
+    refuse_secrets(what="the card", secrets=scanner, content="\n".join(strings_in(arguments)))
     text = fallback_text or spec.title
     call = tool_call_record(
         caller=caller,
@@ -183,7 +183,7 @@ def card_send(*, caller: Caller, card, fallback_text: str | None) -> dict:
         server=ToolCall.Server.NANOCLAW,
         arguments=arguments,
         payload={},
-        secret_values=values,
+        secrets=scanner,
     )
     # A choice names the call, whose id exists only now; the effect task reads this after commit.
     items = card_items(spec, target_id=call.id)

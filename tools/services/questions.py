@@ -18,15 +18,15 @@ from channels.layers import get_channel_layer
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from calvin.chat import ChatPermanentError, ChatTemporaryError, chat_adapter_for
+from calvin.chat import ChatPermanentError, ChatTemporaryError
 from calvin.dashboard.actions import ActionRefused
 from calvin.dashboard.events import group_send
-from sessions.models import Message
 from tools.caller import Caller
 from tools.card_spec.blockkit import card_blocks
 from tools.errors import ToolRefused
 from tools.models import Question, ToolCall
-from tools.services.common import refuse_secrets, secret_values_for, strings_in, tool_call_record
+from tools.services.card_edits import tool_call_card_replace
+from tools.services.common import refuse_secrets, secret_scanner_for, strings_in, tool_call_record
 
 log = logging.getLogger(__name__)
 
@@ -194,25 +194,10 @@ def _card_show(question: Question, note: str, result: dict) -> None:
     A failed edit does not undo the answer: the decision stands, the card catches up on
     the next press (see `_answer`)."""
     payload = _card_payload(question_items(question, note), question.title)
-    ToolCall.objects.filter(id=question.tool_call_id).update(payload=payload, result=result)
-    _card_edit(question.tool_call_id, payload)
-
-
-def _card_edit(tool_call_id: int, payload: dict) -> None:
-    message = Message.objects.filter(tool_call_id=tool_call_id).select_related("thread").first()
-    if message is None or message.card == payload["items"]:
-        return  # not posted yet (the worker posts the stored payload), or already shown
     try:
-        with transaction.atomic():
-            chat_adapter_for(message.thread).update_card(
-                thread=message.thread,
-                message=message,
-                items=payload["items"],
-                blocks=payload["blocks"],
-                fallback_text=payload["text"],
-            )
+        tool_call_card_replace(tool_call_id=question.tool_call_id, payload=payload, result=result)
     except (ChatTemporaryError, ChatPermanentError):
-        log.warning("could not edit the card of question call %s", tool_call_id, exc_info=True)
+        log.warning("could not edit the card of question call %s", question.tool_call_id, exc_info=True)
 
 
 def _push_on_commit(question_id: int, decision: Decision) -> None:
@@ -246,8 +231,8 @@ def question_ask(*, caller: Caller, title: str, question: str, options, timeout)
     ]
     if problems:
         raise _refusal(problems)
-    values = secret_values_for(caller)
-    refuse_secrets(what="the question", values=values, content="\n".join([title, question, *strings_in(normalised)]))
+    scanner = secret_scanner_for(caller)
+    refuse_secrets(what="the question", secrets=scanner, content="\n".join([title, question, *strings_in(normalised)]))
     timeout = float(timeout)
     call = tool_call_record(
         caller=caller,
@@ -255,7 +240,7 @@ def question_ask(*, caller: Caller, title: str, question: str, options, timeout)
         server=ToolCall.Server.NANOCLAW,
         arguments={"title": title, "question": question, "options": options, "timeout": timeout},
         payload={},
-        secret_values=values,
+        secrets=scanner,
     )
     asked = Question.objects.create(
         tool_call=call,
@@ -399,7 +384,10 @@ def _answer(*, question: Question, member, index: int, via: str) -> tuple[bool, 
             note = _timed_out_note(current.tool_call.arguments.get("timeout", DEFAULT_TIMEOUT))
             current.status = question_expire(question_id=current.id, note=note).status
         else:  # the card may have been posted before the decision: let it catch up
-            _card_edit(current.tool_call_id, current.tool_call.payload)
+            try:
+                tool_call_card_replace(tool_call_id=current.tool_call_id, payload=current.tool_call.payload)
+            except (ChatTemporaryError, ChatPermanentError):
+                log.warning("could not edit the card of question call %s", current.tool_call_id, exc_info=True)
         return False, current
 
 
