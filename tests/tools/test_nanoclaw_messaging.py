@@ -121,7 +121,10 @@ def test_a_message_with_a_secret_is_refused(nano, settings):
 
     settings.SP_STORE_KEY = [new_key()]
     secret_set(session=nano.session, name="API_TOKEN", value="s3cr3t-value-42")
-    refused(nano.call("send_message", {"text": "token is s3cr3t-value-42", "to": "thread"}), "contains the value of the secret API_TOKEN")
+    refused(
+        nano.call("send_message", {"text": "token is s3cr3t-value-42", "to": "thread"}),
+        "contains the value of the secret API_TOKEN",
+    )
     assert not ToolCall.objects.exists()
 
 

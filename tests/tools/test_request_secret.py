@@ -140,7 +140,9 @@ def test_it_fails_when_a_secret_of_that_name_is_already_set(agent, vault, place)
     elif place == "workspace":
         secret_put(workspace_id=session.workspace_id, name="STRIPE_API_KEY", value="already-there-1")
     else:
-        secret_put(workspace_id=session.workspace_id, agent_id=session.agent_id, name="STRIPE_API_KEY", value="agent-value-1")
+        secret_put(
+            workspace_id=session.workspace_id, agent_id=session.agent_id, name="STRIPE_API_KEY", value="agent-value-1"
+        )
     refused(agent, {"name": "STRIPE_API_KEY", "reason": REASON}, "a secret named STRIPE_API_KEY is already set")
 
 
@@ -148,7 +150,9 @@ def test_another_workspaces_or_sessions_secret_of_that_name_does_not_count(agent
     other = make_agent()
     secret_set(session=other.session, name="STRIPE_API_KEY", value="in-another-session")
     other_agent = agent_create(workspace=agent.session.workspace, name="other-agent")
-    secret_put(workspace_id=agent.session.workspace_id, agent_id=other_agent.id, name="STRIPE_API_KEY", value="agent-value-2")
+    secret_put(
+        workspace_id=agent.session.workspace_id, agent_id=other_agent.id, name="STRIPE_API_KEY", value="agent-value-2"
+    )
     assert not request(agent).is_error
 
 
