@@ -4,12 +4,14 @@
 
 Starts (each in its own process, one worker each): uvicorn serving a bare MCPServer with one
 no-op tool; uvicorn serving calvin.asgi; a Celery worker (solo pool). Calvin runs on its own
-PostgreSQL database (calvin_bench, dropped and migrated at the start) and Redis db 14. See
-bench/README.md for what is measured.
+PostgreSQL database (calvin_bench, dropped and migrated at the start) and Redis db 14, with
+the vault key in var/bench/vault_key (made once, mode 0600). See bench/README.md for what is
+measured.
 """
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import math
@@ -52,8 +54,13 @@ CALVIN_ENV = {
     "CALVIN_CHANNEL_PREFIX": "calvin-bench",
     "CALVIN_VAR_DIR": str(VAR),
     "CALVIN_SESSIONS_DIR": str(VAR / "sessions"),
+    # Empty: the settings read CALVIN_VAR_DIR/vault_key instead (var/bench/vault_key, which
+    # vault_key_ensure makes), never a SP_STORE_KEY of the shell this runs in. A hosted gateway
+    # with DATABASE_URL does not start without a key.
+    "SP_STORE_KEY": "",
     "PYTHONUNBUFFERED": "1",
 }
+VAULT_KEY = VAR / "vault_key"
 
 TARGET_RATIO = 3.0  # post_card p50 within 3x of the bare no-op
 TARGET_EFFECT_MS = 50.0  # effect visible in the thread, p50
@@ -159,8 +166,21 @@ def uvicorn_cmd(app: str, port: int, *extra: str) -> list[str]:
 # ---------------------------------------------------------------- Calvin's database and fixtures
 
 
-def prepare_calvin(env: dict, sessions: int) -> dict:
-    """A fresh calvin_bench database, Redis db 14 and var/bench; returns the fixtures."""
+def vault_key_ensure() -> None:
+    """var/bench/vault_key: made once (mode 0600, O_EXCL), kept while it exists. Every run drops
+    calvin_bench, so the key only has to last one run, but profile_post_card.py (after a run)
+    and ask_tap.py read it too."""
+    VAR.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        fd = os.open(VAULT_KEY, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(base64.urlsafe_b64encode(os.urandom(32)).decode() + "\n")  # as crypto.new_key()
+
+
+def prepare_calvin(env: dict, sessions: int, secret_sessions: int = 0) -> dict:
+    """A fresh calvin_bench database, Redis db 14 and var/bench; returns the fixtures:
+    `sessions` runners without secrets, and `secret_sessions` whose sessions each have 10."""
+    vault_key_ensure()
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {DB_NAME}")
@@ -170,7 +190,9 @@ def prepare_calvin(env: dict, sessions: int) -> dict:
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
     out = VAR / "fixtures.json"
     subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "setup_calvin.py"), str(sessions), str(out)], env=env, check=True
+        [sys.executable, str(ROOT / "bench" / "setup_calvin.py"), str(sessions), str(out), str(secret_sessions)],
+        env=env,
+        check=True,
     )
     return json.loads(out.read_text())
 
@@ -269,6 +291,11 @@ def tokens_needed(plan: Plan) -> int:
         + runners(plan.warmup + plan.sequential)  # post_card with the worker paused
         + 2
     )
+
+
+def secret_tokens_needed(plan: Plan) -> int:
+    """Runners whose sessions have secrets: post_card sequential once more (and one spare)."""
+    return math.ceil((plan.warmup + plan.sequential) / PER_RUNNER) + 1
 
 
 class Agent:
@@ -408,6 +435,7 @@ class Row:
     effect_missing: int = 0
     worker: dict | None = None  # during the 20-client phase
     effect_path: dict | None = None  # during the effect-visible phase
+    first_calls: list[float] = field(default_factory=list)  # sequential: a fresh runner's first call
 
     def note(self, result) -> None:
         if result.is_error:
@@ -420,8 +448,12 @@ async def sequential(agent: Agent, make_args, row: Row, warmup: int, n: int) -> 
         _, _, result = await agent.call(make_args())
         row.note(result)
     for _ in range(n):
+        await agent.prepare()
+        first = agent.pool is not None and agent.used == 0  # a fresh runner (and session): its first call
         seconds, _, result = await agent.call(make_args())
         row.latencies.append(seconds)
+        if first:
+            row.first_calls.append(seconds)
         row.note(result)
 
 
@@ -541,9 +573,16 @@ async def bench(plan: Plan, procs: Processes) -> dict:
     # -- Calvin
     env = {**os.environ, **CALVIN_ENV}
     t = time.monotonic()
-    fixtures = prepare_calvin(env, tokens_needed(plan))
-    print(f"calvin_bench migrated, {len(fixtures['runners'])} runner tokens issued ({time.monotonic() - t:.1f} s)")
+    fixtures = prepare_calvin(env, tokens_needed(plan), secret_tokens_needed(plan))
+    secret_count = fixtures["secrets_per_session"]
+    print(
+        f"calvin_bench migrated, {len(fixtures['runners'])} runner tokens issued, and "
+        f"{len(fixtures['secret_runners'])} more whose sessions each have {secret_count} secrets "
+        f"({time.monotonic() - t:.1f} s)"
+    )
     pool = TokenPool(fixtures["runners"])
+    secret_pool = TokenPool(fixtures["secret_runners"])
+    with_secrets = Row(f"post_card, {secret_count} secrets")
     port = free_port()
     # Calvin as it is deployed: uvicorn through calvin.http_server (its capped-head protocol).
     calvin_cmd = [str(BIN / "python"), "-m", "calvin.http_server", "--port", str(port)]
@@ -597,6 +636,13 @@ async def bench(plan: Plan, procs: Processes) -> dict:
             if result.is_error:
                 raise RuntimeError(f"post_card failed: {error_text(result)}")
             await asyncio.wait_for(future, timeout=60)
+        # The sessions with secrets are checked: a card holding one of the values is refused
+        # (on a session of its own, not one of the timed ones).
+        probe = fixtures["secret_probe"]
+        async with Agent(url, "post_card", TokenPool([probe])) as agent:
+            _, _, result = await agent.call(card_arguments(f"leak {probe['secret_value']}"))
+        if not result.is_error or probe["secret_name"] not in error_text(result):
+            raise RuntimeError(f"a card holding {probe['secret_name']}'s value was not refused: {error_text(result)}")
 
         for name, make_args in tools.items():
             phase(f"{name} sequential")
@@ -604,6 +650,15 @@ async def bench(plan: Plan, procs: Processes) -> dict:
                 await sequential(agent, make_args, rows[name], plan.warmup, plan.sequential)
             phase_end(f"{name} sequential")
             await wait_drained()
+            if name == "post_card":
+                # Not a column: the same again on sessions with secrets in scope, so every call
+                # also reads, decrypts and scans for them; right after the row without secrets,
+                # so both see the same machine state.
+                phase(f"post_card sequential, {secret_count} secrets")
+                async with Agent(url, "post_card", secret_pool) as agent:
+                    await sequential(agent, post_card_args, with_secrets, plan.warmup, plan.sequential)
+                phase_end(f"post_card sequential, {secret_count} secrets")
+                await wait_drained()
 
         # Not a column: the same sequential post_card with the worker stopped (SIGSTOP), to tell
         # the web process's own cost from the CPU the worker takes beside it on this machine.
@@ -645,7 +700,13 @@ async def bench(plan: Plan, procs: Processes) -> dict:
         await watcher.close()
     procs.check("calvin")
     procs.check("worker")
-    return {"rows": rows, "paused": paused, "phase_seconds": phase_seconds}
+    return {
+        "rows": rows,
+        "paused": paused,
+        "with_secrets": with_secrets,
+        "secrets_per_session": secret_count,
+        "phase_seconds": phase_seconds,
+    }
 
 
 def report(plan: Plan, info: dict, out: dict, elapsed: float) -> dict:
@@ -682,7 +743,21 @@ def report(plan: Plan, info: dict, out: dict, elapsed: float) -> dict:
     card = pct(rows["post_card"].latencies, 50)
     ratio = card / bare
     verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
-    print(f"post_card p50 / bare p50 = {ratio:.2f}x   (target <= {TARGET_RATIO:g}x: {verdict})")
+    secret_count = out["secrets_per_session"]
+    with_secrets: Row = out["with_secrets"]
+    secrets_p50 = pct(with_secrets.latencies, 50)
+    secrets_ratio = secrets_p50 / bare
+    secrets_verdict = "met" if secrets_ratio <= TARGET_RATIO else "NOT met"
+    print(
+        f"post_card p50 / bare p50 = {ratio:.2f}x without secrets, {secrets_ratio:.2f}x with {secret_count} "
+        f"secrets in scope   (target <= {TARGET_RATIO:g}x: {verdict}, {secrets_verdict})"
+    )
+    for row in (rows["post_card"], with_secrets):
+        print(
+            f"  {row.name}: p50 {ms(pct(row.latencies, 50))} ms, p99 {ms(pct(row.latencies, 99))} ms "
+            f"({row.errors} errors); a fresh session's first call ({len(row.first_calls)} of them): "
+            f"p50 {ms(pct(row.first_calls, 50))} ms"
+        )
     for name in ("send_file", "send_message"):
         print(f"{name} p50 / bare p50 = {pct(rows[name].latencies, 50) / bare:.2f}x")
     paused = out["paused"]
@@ -713,7 +788,7 @@ def report(plan: Plan, info: dict, out: dict, elapsed: float) -> dict:
             f"at {w['effects_per_s']:.0f} effects/s; created->applied p50 {w['lag_p50_ms']:.0f} ms, "
             f"p99 {w['lag_p99_ms']:.0f} ms"
         )
-    for row in rows.values():
+    for row in (*rows.values(), paused, with_secrets):
         if row.first_error:
             print(f"first error from {row.name}: {row.first_error}")
         if row.effect_missing:
@@ -727,6 +802,16 @@ def report(plan: Plan, info: dict, out: dict, elapsed: float) -> dict:
         "elapsed_s": elapsed,
         "phase_seconds": out["phase_seconds"],
         "ratio_post_card_to_bare_p50": ratio,
+        "ratio_post_card_secrets_to_bare_p50": secrets_ratio,
+        "post_card_secrets": {
+            "secrets_per_session": secret_count,
+            "p50_ms": secrets_p50 * 1000,
+            "p99_ms": pct(with_secrets.latencies, 99) * 1000,
+            "errors": with_secrets.errors,
+            "first_call_p50_ms": (pct(with_secrets.first_calls, 50) or 0) * 1000,
+            "first_calls": len(with_secrets.first_calls),
+            "without_secrets_first_call_p50_ms": (pct(rows["post_card"].first_calls, 50) or 0) * 1000,
+        },
         "post_card_worker_paused": {
             "p50_ms": paused_p50 * 1000,
             "p99_ms": pct(paused.latencies, 99) * 1000,
