@@ -44,7 +44,7 @@ from tools.effects import tool_call_apply  # noqa: E402
 from tools.limits import runner_take_slot, runner_take_slot_and_insert  # noqa: E402
 from tools.models import ToolCall  # noqa: E402
 from tools.services.cards import cards_post  # noqa: E402
-from tools.services.common import secret_values_for  # noqa: E402
+from tools.services.common import secret_scanner_for  # noqa: E402
 from tools.tasks import apply_tool_call  # noqa: E402
 
 RESULTS: list[tuple[str, float, float]] = []
@@ -104,7 +104,7 @@ def main(n: int) -> None:
 
     timed("card_layout + card_blocks + fallback text", render, n)
     timed("spec.model_dump(mode='json')", lambda: spec.model_dump(mode="json"), n)
-    timed("secret_values_for (1 query)", lambda: secret_values_for(callers[0]), n)
+    timed("secret_scanner_for (1 query)", lambda: secret_scanner_for(callers[0]), n)
 
     items, _ = card_layout(spec)
     payload = {"items": items, "blocks": card_blocks(items), "text": card_fallback_text(items)}

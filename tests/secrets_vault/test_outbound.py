@@ -1,0 +1,46 @@
+"""Which secrets an agent's outbound content is checked against: its session's, its agent's
+and its workspace's, and no one else's."""
+
+import pytest
+
+from calvin.workspaces.services import agent_create, workspace_create
+from secrets_vault.crypto import new_key
+from secrets_vault.services import secret_put, secret_set
+from tests.conftest import text_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def vault(settings):
+    settings.SP_STORE_KEY = [new_key()]
+
+
+def say(agent, text: str):
+    return agent.nanoclaw.call("send_message", {"text": text, "to": "thread"})
+
+
+def test_an_agent_level_secret_alone_is_checked(agent):
+    session = agent.session
+    secret_put(workspace_id=session.workspace_id, agent_id=session.agent_id, name="AGENT_KEY", value="agent-k3y-value")
+    result = say(agent, "the key is agent-k3y-value")
+    assert result.is_error and "the secret AGENT_KEY" in text_of(result)
+
+
+def test_a_workspace_level_secret_alone_is_checked(agent):
+    secret_put(workspace_id=agent.session.workspace_id, name="ORG_KEY", value="0rg-k3y-value")
+    result = say(agent, "the key is 0rg-k3y-value")
+    assert result.is_error and "the secret ORG_KEY" in text_of(result)
+
+
+def test_other_places_secrets_are_not_this_sessions(agent, make_agent, django_user_model):
+    workspace = agent.session.workspace
+    other_agent = agent_create(workspace=workspace, name="other-agent")
+    secret_put(workspace_id=workspace.id, agent_id=other_agent.id, name="OTHER_AGENT", value="other-agent-value")
+    secret_set(session=make_agent().session, name="OTHER_SESSION", value="other-session-value")
+    user = django_user_model.objects.create_user("globex-owner", password="pw-globex-123")
+    globex = workspace_create(name="Globex", slug="globex", owner_user=user)
+    secret_put(workspace_id=globex.id, name="GLOBEX", value="globex-wide-value")
+    for value in ("other-agent-value", "other-session-value", "globex-wide-value"):
+        result = say(agent, f"harmless here: {value}")
+        assert not result.is_error, text_of(result)
