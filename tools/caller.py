@@ -21,20 +21,24 @@ class Caller:
     # The session's own temp directory: "the system temp directory" of seed 000's send_file.
     session_temp_directory: str
     permission_mode: str
-    # Whether outbound content must be checked against secrets at all.
-    has_secrets: bool
+    # The secrets in the session's scope, as (how many, last set at): none means no check
+    # at all, and a change of either means the cached check is stale.
+    secrets_count: int
+    secrets_set_at: object
     agent_id: int | None
     # The MCP servers this session's agent is given ("calvin", "nanoclaw").
     tool_sets: tuple[str, ...]
 
 
+_IN_SCOPE = """x.workspace_id = s.workspace_id
+    AND (x.session_id = s.id OR x.agent_id = s.agent_id OR (x.session_id IS NULL AND x.agent_id IS NULL))"""
+
 # Every tool call starts here, so this is one hand-written, indexed query: the ORM's
 # query building cost more than the database's work (bench/profile_post_card.py).
 _CALLER_SQL = f"""
 SELECT r.id, r.session_id, s.thread_id, s.workspace_id, s.directory, s.temp_directory, s.permission_mode,
-       EXISTS (SELECT 1 FROM {Secret._meta.db_table} x
-               WHERE x.workspace_id = s.workspace_id
-                 AND (x.session_id = s.id OR x.agent_id = s.agent_id OR (x.session_id IS NULL AND x.agent_id IS NULL))),
+       (SELECT count(*) FROM {Secret._meta.db_table} x WHERE {_IN_SCOPE}),
+       (SELECT max(x.set_at) FROM {Secret._meta.db_table} x WHERE {_IN_SCOPE}),
        s.agent_id, a.tool_sets
 FROM {Runner._meta.db_table} r JOIN {Session._meta.db_table} s ON s.id = r.session_id
      LEFT JOIN {Agent._meta.db_table} a ON a.id = s.agent_id
@@ -59,6 +63,10 @@ def caller_for_token(token: str) -> Caller | None:
     if not row:
         return None
     return Caller(*row[:-1], tool_sets=_tool_sets(row[-1]))
+
+
+def caller_has_secrets(caller: Caller) -> bool:
+    return caller.secrets_count > 0
 
 
 def file_roots(caller: Caller) -> list[str]:

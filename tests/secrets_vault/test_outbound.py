@@ -44,3 +44,17 @@ def test_other_places_secrets_are_not_this_sessions(agent, make_agent, django_us
     for value in ("other-agent-value", "other-session-value", "globex-wide-value"):
         result = say(agent, f"harmless here: {value}")
         assert not result.is_error, text_of(result)
+
+
+def test_a_secret_set_replaced_or_deleted_is_seen_by_the_next_call(agent):
+    session = agent.session
+    secret = secret_set(session=session, name="TOKEN", value="first-value-1")
+    assert say(agent, "first-value-1").is_error
+    secret_set(session=session, name="TOKEN", value="second-value-2")  # replaced in place
+    assert say(agent, "second-value-2").is_error
+    assert not say(agent, "first-value-1").is_error
+    secret_put(workspace_id=session.workspace_id, name="ORG", value="org-value-3")  # one more place
+    assert say(agent, "org-value-3").is_error
+    secret.delete()
+    assert not say(agent, "second-value-2").is_error
+    assert say(agent, "org-value-3").is_error

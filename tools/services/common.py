@@ -1,13 +1,15 @@
 """What every tool service does: check outbound content for secrets, record the call."""
 
 import logging
+import threading
+from collections import OrderedDict
 
 from django.db import transaction
 
 from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
 from secrets_vault.scanner import SecretScanner, scanner_for
 from secrets_vault.services import session_secret_pairs
-from tools.caller import Caller
+from tools.caller import Caller, caller_has_secrets
 from tools.errors import ToolRefused
 from tools.limits import PER_RUNNER, runner_take_slot_and_insert
 from tools.models import ToolCall
@@ -16,11 +18,26 @@ log = logging.getLogger(__name__)
 NO_SECRETS = scanner_for([])
 
 
+# (workspace, session, agent, secrets count, last set at) -> the scanner: most calls of a
+# session find their secrets unchanged, and reading and decrypting them cost more than the
+# rest of the call (bench/). The caller's query reads count and time on every call, so a
+# secret set, replaced or deleted anywhere is seen by the next call in every process.
+_SCANNERS: OrderedDict[tuple, SecretScanner] = OrderedDict()
+_SCANNERS_LOCK = threading.Lock()
+MAX_CACHED_SCANNERS = 512
+
+
 def secret_scanner_for(caller: Caller) -> SecretScanner:
     """What outbound content of this caller is checked against: every secret in the
     session's scope (workspace, agent, session), their encoded forms included."""
-    if not caller.has_secrets:
+    if not caller_has_secrets(caller):
         return NO_SECRETS
+    key = (caller.workspace_id, caller.session_id, caller.agent_id, caller.secrets_count, caller.secrets_set_at)
+    with _SCANNERS_LOCK:
+        scanner = _SCANNERS.get(key)
+        if scanner is not None:
+            _SCANNERS.move_to_end(key)
+            return scanner
     try:
         pairs = session_secret_pairs(
             session_id=caller.session_id, workspace_id=caller.workspace_id, agent_id=caller.agent_id
@@ -28,7 +45,12 @@ def secret_scanner_for(caller: Caller) -> SecretScanner:
     except (VaultUnavailable, VaultCorrupt) as exc:
         # Fail closed: content we cannot check for secrets is not sent.
         raise ToolRefused(f"cannot check this content against the session's secrets: {exc}") from exc
-    return scanner_for(pairs)
+    scanner = SecretScanner(pairs)
+    with _SCANNERS_LOCK:
+        _SCANNERS[key] = scanner
+        while len(_SCANNERS) > MAX_CACHED_SCANNERS:
+            _SCANNERS.popitem(last=False)
+    return scanner
 
 
 def refuse_secrets(*, what: str, secrets: SecretScanner, content: str) -> None:
