@@ -96,3 +96,13 @@ def test_a_link_planted_at_the_file_is_not_followed(session, tmp_path):
     path = session_environment(session_id=session.id)["DEPLOY_KEY"]
     assert victim.read_text() == "untouched"
     assert open(path).read() == "key-material-2" and not os.path.islink(path)
+
+
+def test_the_nearest_place_wins_whatever_order_they_were_set_in(session, workspace):
+    secret_set(session=session, name="TOKEN", value="from-session")
+    secret_put(workspace_id=workspace.id, agent_id=session.agent_id, name="TOKEN", value="from-agent")
+    secret_put(workspace_id=workspace.id, agent_id=session.agent_id, name="AGENT_FIRST", value="from-agent")
+    secret_put(workspace_id=workspace.id, name="TOKEN", value="from-workspace")
+    secret_put(workspace_id=workspace.id, name="AGENT_FIRST", value="from-workspace")
+    environment = session_environment(session_id=session.id)
+    assert (environment["TOKEN"], environment["AGENT_FIRST"]) == ("from-session", "from-agent")
