@@ -23,6 +23,7 @@ from calvin.celery import app as celery_app
 from calvin.http_server import uvicorn_config
 from calvin.workspaces.models import Member
 from calvin.workspaces.services import workspace_create
+from secrets_vault.crypto import new_key
 from sessions.services import runner_start, session_start
 from tools.models import ToolCall
 
@@ -165,6 +166,13 @@ class Agent:
 
 def text_of(result) -> str:
     return "\n".join(part.text for part in result.content if getattr(part, "text", None))
+
+
+@pytest.fixture
+def vault(settings) -> str:
+    """A vault key of the test's own (a test that wants none sets SP_STORE_KEY = [])."""
+    settings.SP_STORE_KEY = [new_key()]
+    return settings.SP_STORE_KEY[0]
 
 
 @pytest.fixture

@@ -4,16 +4,10 @@ and its workspace's, and no one else's."""
 import pytest
 
 from calvin.workspaces.services import agent_create, workspace_create
-from secrets_vault.crypto import new_key
 from secrets_vault.services import secret_put, secret_set
 from tests.conftest import text_of
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def vault(settings):
-    settings.SP_STORE_KEY = [new_key()]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("vault")]
 
 
 def say(agent, text: str):

@@ -10,7 +10,6 @@ from mcp.client import Client
 
 from approvals.models import PendingApproval
 from calvin.workspaces.models import Agent, Destination
-from secrets_vault.crypto import new_key
 from secrets_vault.services import secret_set
 from tests.approvals.support import (
     OWNER_PASSWORD,
@@ -242,11 +241,6 @@ def test_add_mcp_server_refusals(agent, arguments, expected):
 def test_bad_env_names_are_all_listed(agent):
     text = refused(agent, "add_mcp_server", {"name": "srv", "command": "x", "env": {"1BAD": "", "A-B": "", "OK": ""}})
     assert "'1BAD'" in text and "'A-B'" in text and "'OK'" not in text
-
-
-@pytest.fixture
-def vault(settings):
-    settings.SP_STORE_KEY = [new_key()]
 
 
 def test_an_env_value_equal_to_a_session_secret_is_refused(agent, vault):

@@ -4,7 +4,6 @@ import pytest
 
 from calvin.workspaces.models import Member
 from calvin.workspaces.services import agent_create
-from secrets_vault.crypto import new_key
 from secrets_vault.models import SecretRequest
 from secrets_vault.services import secret_put, secret_set, session_secrets
 from sessions.models import Message, Turn
@@ -17,11 +16,6 @@ from tools.services.secret_requests import NO_VAULT
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REASON = "To charge the test card in the billing tests"
-
-
-@pytest.fixture
-def vault(settings):
-    settings.SP_STORE_KEY = [new_key()]
 
 
 def request(agent, name="STRIPE_API_KEY", reason=REASON, **extra):

@@ -180,11 +180,6 @@ def test_text_arguments_have_the_seed_limits(agent, argument, limit):
     applied_message(agent, agent.call("send_file", {"path": "a.txt", argument: "x" * limit}))
 
 
-@pytest.fixture
-def vault(settings):
-    settings.SP_STORE_KEY = [new_key()]
-
-
 def test_a_file_containing_a_session_secret_is_refused(agent, vault):
     secret_set(session=agent.session, name="STRIPE_API_KEY", value="sk_live_abc123XYZ")
     (agent.directory / "env.txt").write_text("KEY=sk_live_abc123XYZ\n")

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from django.core.files.storage import default_storage
 
-from secrets_vault.crypto import new_key
 from secrets_vault.services import secret_set, secret_set_for_workspace
 from sessions.models import RunnerCount
 from tests.conftest import text_of
@@ -42,11 +41,6 @@ SWAPPER = textwrap.dedent(
 @pytest.fixture
 def many_refusals_allowed(settings):
     settings.CALVIN_REFUSALS_PER_MINUTE = 100_000
-
-
-@pytest.fixture
-def vault(settings):
-    settings.SP_STORE_KEY = [new_key()]
 
 
 def test_swapping_a_directory_for_a_symlink_never_sends_a_file_from_outside(agent, many_refusals_allowed):
