@@ -13,19 +13,10 @@ from secrets_vault import crypto
 from secrets_vault.models import MAX_VALUE_BYTES, Secret, validate_secret_name
 from secrets_vault.redaction import remember_values
 
-REDACTED = "[redacted]"
 # Outbound content holding a value is refused: a value of 1 or 2 characters would refuse
 # nearly every message the agent sends (and redact most log lines).
 MIN_VALUE_CHARS = 6
 PRECEDENCE = {Secret.Scope.WORKSPACE: 0, Secret.Scope.AGENT: 1, Secret.Scope.SESSION: 2}
-
-
-class SecretInContent(Exception):
-    """Outbound content holds the value of one of the session's secrets (its name in `name`)."""
-
-    def __init__(self, name: str):
-        super().__init__(name)
-        self.name = name
 
 
 def secret_value_problem(value) -> str | None:
@@ -56,7 +47,17 @@ def secret_put(
     member=None,
 ) -> Secret:
     """Create the secret at its place, or replace the value of the one already there."""
+    from calvin.workspaces.models import Agent
+    from sessions.models import Session
+
     validate_secret_name(name)
+    if agent_id and session_id:
+        raise ValidationError("a secret belongs to an agent or to a session, not to both")
+    # The place must be of the same workspace: the ciphertext is bound to the workspace too.
+    if agent_id and not Agent.objects.filter(id=agent_id, workspace_id=workspace_id).exists():
+        raise ValidationError("that agent is not in this workspace")
+    if session_id and not Session.objects.filter(id=session_id, workspace_id=workspace_id).exists():
+        raise ValidationError("that session is not in this workspace")
     problem = secret_value_problem(value)
     if problem:
         raise ValidationError(problem)
@@ -146,12 +147,6 @@ def session_secret_values(*, session_id: int, workspace_id: int) -> list[str]:
 def secret_name_taken(*, session_id: int, workspace_id: int, agent_id: int | None, name: str) -> bool:
     """Whether `name` is already set for the session, at any place in its scope."""
     return session_scope(session_id=session_id, workspace_id=workspace_id, agent_id=agent_id).filter(name=name).exists()
-
-
-def redact(text: str, values: list[str]) -> str:
-    for value in sorted(values, key=len, reverse=True):
-        text = text.replace(value, REDACTED)
-    return text
 
 
 @transaction.atomic

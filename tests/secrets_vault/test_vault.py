@@ -5,7 +5,7 @@ from django.core.management import call_command
 
 from secrets_vault import crypto
 from secrets_vault.models import Secret
-from secrets_vault.services import redact, secret_set, session_secret_values
+from secrets_vault.services import secret_set, session_secret_values
 from sessions.services import session_start
 
 pytestmark = pytest.mark.django_db
@@ -66,10 +66,6 @@ def test_workspace_secrets_count_for_every_session(session, key, workspace):
     assert session_secret_values(session_id=session.id, workspace_id=workspace.id) == ["org-wide"]
 
 
-def test_redact_replaces_every_value_longest_first():
-    assert redact("a=abc123 b=abc", ["abc", "abc123"]) == "a=[redacted] b=[redacted]"
-
-
 def test_a_ciphertext_copied_to_another_workspace_does_not_decrypt(key, workspace, django_user_model):
     from calvin.workspaces.services import workspace_create
     from secrets_vault.services import secret_put
@@ -95,3 +91,20 @@ def test_a_wrong_key_fails_closed_naming_the_secret(session, key, settings):
     with pytest.raises(crypto.VaultCorrupt) as caught:
         session_secret_values(session_id=session.id, workspace_id=session.workspace_id)
     assert "s3cr3t-value" not in str(caught.value)
+
+
+def test_a_secret_is_never_put_at_a_place_of_another_workspace(key, workspace, django_user_model):
+    from django.core.exceptions import ValidationError
+
+    from calvin.workspaces.services import agent_create, workspace_create
+    from secrets_vault.services import secret_put
+
+    user = django_user_model.objects.create_user("globex-owner", password="pw-globex-123")
+    globex = workspace_create(name="Globex", slug="globex", owner_user=user)
+    globex_agent = agent_create(workspace=globex, name="globex-agent")
+    globex_session = session_start(workspace=globex, title="globex")
+    with pytest.raises(ValidationError, match="agent is not in this workspace"):
+        secret_put(workspace_id=workspace.id, agent_id=globex_agent.id, name="X_KEY", value="value-123")
+    with pytest.raises(ValidationError, match="session is not in this workspace"):
+        secret_put(workspace_id=workspace.id, session_id=globex_session.id, name="X_KEY", value="value-123")
+    assert not Secret.objects.exists()
