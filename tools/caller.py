@@ -21,10 +21,9 @@ class Caller:
     # The session's own temp directory: "the system temp directory" of seed 000's send_file.
     session_temp_directory: str
     permission_mode: str
-    # The secrets in the session's scope, as (how many, last set at): none means no check
-    # at all, and a change of either means the cached check is stale.
-    secrets_count: int
-    secrets_set_at: object
+    # The secrets in the session's scope as "<how many>/<last set at>": "0/" means no check
+    # at all, and any change means a cached check is stale.
+    secrets_version: str
     agent_id: int | None
     # The MCP servers this session's agent is given ("calvin", "nanoclaw").
     tool_sets: tuple[str, ...]
@@ -37,8 +36,8 @@ _IN_SCOPE = """x.workspace_id = s.workspace_id
 # query building cost more than the database's work (bench/profile_post_card.py).
 _CALLER_SQL = f"""
 SELECT r.id, r.session_id, s.thread_id, s.workspace_id, s.directory, s.temp_directory, s.permission_mode,
-       (SELECT count(*) FROM {Secret._meta.db_table} x WHERE {_IN_SCOPE}),
-       (SELECT max(x.set_at) FROM {Secret._meta.db_table} x WHERE {_IN_SCOPE}),
+       (SELECT count(*) || '/' || coalesce(CAST(max(x.set_at) AS TEXT), '')
+        FROM {Secret._meta.db_table} x WHERE {_IN_SCOPE}),
        s.agent_id, a.tool_sets
 FROM {Runner._meta.db_table} r JOIN {Session._meta.db_table} s ON s.id = r.session_id
      LEFT JOIN {Agent._meta.db_table} a ON a.id = s.agent_id
@@ -65,8 +64,11 @@ def caller_for_token(token: str) -> Caller | None:
     return Caller(*row[:-1], tool_sets=_tool_sets(row[-1]))
 
 
+NO_SECRETS_VERSION = "0/"
+
+
 def caller_has_secrets(caller: Caller) -> bool:
-    return caller.secrets_count > 0
+    return caller.secrets_version != NO_SECRETS_VERSION
 
 
 def file_roots(caller: Caller) -> list[str]:

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 NO_SECRETS = scanner_for([])
 
 
-# (workspace, session, agent, secrets count, last set at) -> the scanner: most calls of a
+# (workspace, session, agent, secrets version) -> the scanner: most calls of a
 # session find their secrets unchanged, and reading and decrypting them cost more than the
 # rest of the call (bench/). The caller's query reads count and time on every call, so a
 # secret set, replaced or deleted anywhere is seen by the next call in every process.
@@ -32,7 +32,7 @@ def secret_scanner_for(caller: Caller) -> SecretScanner:
     session's scope (workspace, agent, session), their encoded forms included."""
     if not caller_has_secrets(caller):
         return NO_SECRETS
-    key = (caller.workspace_id, caller.session_id, caller.agent_id, caller.secrets_count, caller.secrets_set_at)
+    key = (caller.workspace_id, caller.session_id, caller.agent_id, caller.secrets_version)
     with _SCANNERS_LOCK:
         scanner = _SCANNERS.get(key)
         if scanner is not None:
