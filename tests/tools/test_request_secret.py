@@ -1,10 +1,15 @@
 """request_secret over real MCP, as seed 000 says, and the private form that answers it."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+from django.db import close_old_connections
 
 from calvin.workspaces.models import Member
 from calvin.workspaces.services import agent_create
 from secrets_vault.models import SecretRequest
+from secrets_vault.requests import SecretRequestRefused, secret_request_fulfil
 from secrets_vault.services import secret_put, secret_set, session_secrets
 from sessions.models import Message, Turn
 from sessions.services import runner_start
@@ -332,3 +337,34 @@ def test_a_refusal_quoting_the_agents_input_shows_no_secret(agent, vault):
     ):
         text = text_of(server.call(tool, arguments))
         assert "pa55-w0rd-in-a-path" not in text and "[redacted]" in text, text
+
+
+def test_two_people_submitting_at_once_store_one_value_and_tell_the_agent_once(agent, vault, plain_member):
+    plain_member.role = Member.Role.ADMIN
+    plain_member.save()
+    owner = Member.objects.get(workspace=agent.session.workspace, user__username="owner")
+    secret_request = waiting(agent)
+    barrier = threading.Barrier(2)
+
+    def submit_as(member, value):
+        barrier.wait()
+        try:
+            secret_request_fulfil(
+                request_id=secret_request.pk, thread_id=agent.session.thread_id, member=member, value=value
+            )
+            return value
+        except SecretRequestRefused as exc:
+            return f"refused: {exc}"
+        finally:
+            close_old_connections()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(submit_as, [owner, plain_member], ["owner-typed-1", "admin-typed-2"]))
+    winners = [o for o in outcomes if not o.startswith("refused")]
+    assert len(winners) == 1, outcomes
+    assert any("already set by" in o for o in outcomes), outcomes
+    assert stored_value(agent) == winners[0]
+    told = Message.objects.filter(
+        thread_id=agent.session.thread_id, kind=Message.Kind.SYSTEM, text__contains="was set by"
+    )
+    assert told.count() == 1
