@@ -368,3 +368,12 @@ def test_two_people_submitting_at_once_store_one_value_and_tell_the_agent_once(a
         thread_id=agent.session.thread_id, kind=Message.Kind.SYSTEM, text__contains="was set by"
     )
     assert told.count() == 1
+
+
+def test_the_same_request_made_at_once_posts_one_card(agent, vault):
+    results = agent.call_many("request_secret", [{"name": "STRIPE_API_KEY", "reason": REASON}] * 4)
+    texts = [text_of(r) for r in results]
+    assert sum(not r.is_error for r in results) == 1, texts
+    assert all("already waits in this thread" in t for r, t in zip(results, texts, strict=True) if r.is_error)
+    assert SecretRequest.objects.filter(session=agent.session).count() == 1
+    assert ToolCall.objects.filter(session=agent.session, tool="request_secret").count() == 1

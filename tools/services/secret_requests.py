@@ -6,7 +6,7 @@ The agent ends its turn and is told in its inbox when the secret is set
 (secrets_vault/requests.py).
 """
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from calvin.workspaces.models import Agent
 from secrets_vault.crypto import vault_available
@@ -58,10 +58,13 @@ def secret_request(*, caller: Caller, name: str, reason: str, as_file: bool) -> 
         raise ToolRefused(
             f"a secret named {name} is already set for this session; it is in the environment of your shell commands"
         )
-    if SecretRequest.objects.filter(session_id=caller.session_id, name=name, status=SecretRequest.Status.WAITING):
-        raise ToolRefused(
-            f"a request for {name} already waits in this thread; end your turn: you will be told when it is set"
-        )
+    already_waiting = ToolRefused(
+        f"a request for {name} already waits in this thread; end your turn: you will be told when it is set"
+    )
+    if SecretRequest.objects.filter(
+        session_id=caller.session_id, name=name, status=SecretRequest.Status.WAITING
+    ).exists():
+        raise already_waiting
     call = tool_call_record(
         caller=caller,
         tool="request_secret",
@@ -69,9 +72,13 @@ def secret_request(*, caller: Caller, name: str, reason: str, as_file: bool) -> 
         payload={},
         secrets=secret_scanner_for(caller),
     )
-    request = SecretRequest.objects.create(
-        tool_call=call, session_id=caller.session_id, name=name, reason=reason, as_file=as_file
-    )
+    try:
+        with transaction.atomic():
+            request = SecretRequest.objects.create(
+                tool_call=call, session_id=caller.session_id, name=name, reason=reason, as_file=as_file
+            )
+    except IntegrityError:  # the same request made at the same moment: one waits, this one is refused
+        raise already_waiting from None
     agent_name = Agent.objects.filter(id=caller.agent_id).values_list("name", flat=True).first() or "(no agent)"
     # The card names the request, whose id is the call's: stored before the worker can read it.
     ToolCall.objects.filter(id=call.id).update(payload=request_card(request, agent_name=agent_name))
