@@ -16,13 +16,20 @@ VALUE_HELP = f"At most {MAX_VALUE_BYTES // 1024} KiB. Stored encrypted and never
 
 
 class SecretValueForm(forms.Form):
-    """A new value (with value_required=False, empty keeps the current one) and whether it is a file."""
+    """A new value, typed or uploaded (with value_required=False, neither keeps the current
+    one), and whether it is a file. A password input drops line breaks, so a key file is
+    uploaded instead."""
 
     value = forms.CharField(
+        required=False,  # required unless a file is uploaded: decided in clean()
         strip=False,  # stored exactly as typed
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
         help_text=VALUE_HELP,
-        error_messages={"required": "type the value"},
+    )
+    file = forms.FileField(
+        required=False,
+        label="Or a file",
+        help_text=f"For a key file or anything with line breaks: UTF-8 text, at most {MAX_VALUE_BYTES // 1024} KiB.",
     )
     as_file = forms.BooleanField(
         required=False, label="As a file", help_text=Secret._meta.get_field("as_file").help_text
@@ -30,21 +37,43 @@ class SecretValueForm(forms.Form):
 
     def __init__(self, *args, value_required: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["value"].required = value_required
+        self.value_required = value_required
         if not value_required:
             self.fields["value"].help_text = "Leave empty to keep the current value. " + VALUE_HELP
 
     def clean_value(self) -> str:
         value = self.cleaned_data.get("value", "")
-        if value == "" and not self.fields["value"].required:
-            return ""
-        problem = secret_value_problem(value)
-        if problem:
+        if value and (problem := secret_value_problem(value)):
             raise ValidationError(problem)
         return value
 
+    def clean_file(self):
+        upload = self.cleaned_data.get("file")
+        if not upload:
+            return None
+        if upload.size > MAX_VALUE_BYTES:
+            raise ValidationError(f"the file is larger than {MAX_VALUE_BYTES // 1024} KiB")
+        try:
+            text = upload.read(MAX_VALUE_BYTES + 1).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValidationError("the file is not text (UTF-8)") from None
+        if problem := secret_value_problem(text):
+            raise ValidationError(problem)
+        return text
+
     def clean(self):
         cleaned = super().clean()
+        if cleaned.get("file"):
+            if cleaned.get("value"):
+                self.add_error(None, "type the value or upload a file, not both")
+            cleaned["value"] = cleaned["file"]
+        elif (
+            not cleaned.get("value")
+            and self.value_required
+            and "value" not in self.errors
+            and "file" not in self.errors
+        ):
+            self.add_error("value", "type the value (or upload a file)")
         if cleaned.get("value") and (problem := vault_problem()):
             self.add_error(None, problem)
         return cleaned

@@ -59,7 +59,7 @@ def secret_list(request, workspace_id: int):
 @sensitive_post_parameters("value")
 def secret_new(request, workspace_id: int):
     member = _manager(request, workspace_id)
-    form = SecretNewForm(request.POST, workspace_id=workspace_id)
+    form = SecretNewForm(request.POST, request.FILES, workspace_id=workspace_id)
     if form.is_valid():
         data = form.cleaned_data
         try:
@@ -88,7 +88,7 @@ def secret_replace_value(request, workspace_id: int, secret_id: int):
     secret = managed_secret(workspace_id=workspace_id, secret_id=secret_id)
     if secret is None:
         raise Http404("no such secret")
-    form = SecretValueForm(request.POST)
+    form = SecretValueForm(request.POST, request.FILES)
     if form.is_valid():
         try:
             secret_replace(

@@ -321,3 +321,44 @@ def test_the_page_works_in_chromium_under_the_policy(gateway, key, workspace, ag
     assert not Secret.objects.exists()
     assert page.locator("script:not([src])").count() == 0 and page.locator("style").count() == 0
     assert violations == []
+
+
+KEY_FILE = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEA\nAAAABG5vbmU=\n-----END OPENSSH PRIVATE KEY-----\n"
+)
+
+
+@pytest.mark.django_db
+def test_a_key_file_with_line_breaks_is_uploaded_and_replaced(owner_client, key, workspace, agent):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    pages = Pages(owner_client)
+    upload = SimpleUploadedFile("id_deploy", KEY_FILE.encode())
+    data = {"name": "DEPLOY_KEY", "agent": agent.id, "value": "", "as_file": "on", "file": upload}
+    response = pages.post(secrets_url(workspace.id, "new/"), data)
+    assert response.status_code == 302, response.content.decode()[:500]
+    secret = Secret.objects.get(workspace=workspace, agent=agent, name="DEPLOY_KEY")
+    assert _plain(secret) == KEY_FILE and secret.as_file
+    replaced = KEY_FILE.replace("AAAA", "BBBB")
+    upload = SimpleUploadedFile("id_deploy", replaced.encode())
+    pages.post(secrets_url(workspace.id, f"{secret.id}/replace/"), {"value": "", "as_file": "on", "file": upload})
+    assert _plain(Secret.objects.get(id=secret.id)) == replaced
+    pages.assert_never_shown(KEY_FILE, replaced, "b3BlbnNzaC1rZXktdjEA")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("content", "value", "expected"),
+    [
+        (b"\xff\xfe\x00binary", "", "the file is not text (UTF-8)"),
+        (KEY_FILE.encode(), "typed-as-well-1", "type the value or upload a file, not both"),
+        (b"x" * (64 * 1024 + 1), "", "the file is larger than 64 KiB"),
+    ],
+)
+def test_an_upload_that_cannot_be_a_value_is_refused(owner_client, key, workspace, content, value, expected):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    data = {"name": "DEPLOY_KEY", "agent": "", "value": value, "file": SimpleUploadedFile("f", content)}
+    response = owner_client.post(secrets_url(workspace.id, "new/"), data)
+    assert response.status_code == 400 and expected in response.content.decode()
+    assert not Secret.objects.exists()
