@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from approvals.cards import approval_card, duration
 from approvals.models import PendingApproval
+from calvin.celery import queue_on_commit
 from calvin.chat import ChatPermanentError
 from calvin.workspaces.models import Workspace
 from secrets_vault.scanner import SecretScanner
@@ -36,29 +37,17 @@ class ApprovalRefused(Exception):
     """A decision that changes nothing; the text says why (not allowed, already decided, expired)."""
 
 
-def _queue_on_commit(task, approval_id: int) -> None:
-    """Queue a card task once the change commits. A lost publish is not lost work: the
-    sweep posts cards that are missing, and a card refresh only renders stored state."""
-
-    def publish():
-        try:
-            task.apply_async((approval_id,), retry=False)
-        except Exception:
-            log.warning("could not queue %s for approval %s", task.name, approval_id, exc_info=True)
-
-    transaction.on_commit(publish)
-
-
 def _card_post_later(approval_id: int) -> None:
     from approvals.tasks import post_approval_card
 
-    _queue_on_commit(post_approval_card, approval_id)
+    # A lost publish is not lost work: the sweep posts cards that are missing.
+    queue_on_commit(post_approval_card, approval_id)
 
 
 def _card_refresh_later(approval_id: int) -> None:
     from approvals.tasks import refresh_approval_card
 
-    _queue_on_commit(refresh_approval_card, approval_id)
+    queue_on_commit(refresh_approval_card, approval_id)
 
 
 def _tell_agent(approval: PendingApproval, text: str) -> None:

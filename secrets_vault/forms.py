@@ -15,6 +15,20 @@ from secrets_vault.services import secret_value_problem
 VALUE_HELP = f"At most {MAX_VALUE_BYTES // 1024} KiB. Stored encrypted and never shown again."
 
 
+def uploaded_value(upload) -> str:
+    """An uploaded file's text as a secret's value (a key file); ValidationError with code
+    "too_large" or "not_text" otherwise. Read only up to the limit, whatever the file says."""
+    if upload.size > MAX_VALUE_BYTES:
+        raise ValidationError(f"the file is larger than {MAX_VALUE_BYTES // 1024} KiB", code="too_large")
+    data = upload.read(MAX_VALUE_BYTES + 1)
+    if len(data) > MAX_VALUE_BYTES:
+        raise ValidationError(f"the file is larger than {MAX_VALUE_BYTES // 1024} KiB", code="too_large")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValidationError("the file is not text (UTF-8)", code="not_text") from None
+
+
 class SecretValueForm(forms.Form):
     """A new value, typed or uploaded (with value_required=False, neither keeps the current
     one), and whether it is a file. A password input drops line breaks, so a key file is
@@ -51,12 +65,7 @@ class SecretValueForm(forms.Form):
         upload = self.cleaned_data.get("file")
         if not upload:
             return None
-        if upload.size > MAX_VALUE_BYTES:
-            raise ValidationError(f"the file is larger than {MAX_VALUE_BYTES // 1024} KiB")
-        try:
-            text = upload.read(MAX_VALUE_BYTES + 1).decode("utf-8")
-        except UnicodeDecodeError:
-            raise ValidationError("the file is not text (UTF-8)") from None
+        text = uploaded_value(upload)
         if problem := secret_value_problem(text):
             raise ValidationError(problem)
         return text

@@ -6,17 +6,14 @@ links to it; Slack opens a modal): the value never travels through the thread. S
 a compare-and-swap on the waiting request, so two submissions store one value.
 """
 
-import logging
-
 from django.db import transaction
 from django.utils import timezone
 
 from approvals.cards import clock, visible
+from calvin.celery import queue_on_commit
 from secrets_vault.models import SecretRequest
 from secrets_vault.services import secret_put, secret_value_problem
 from tools.card_spec.blockkit import card_blocks
-
-log = logging.getLogger(__name__)
 
 W = SecretRequest.Status
 MAX_BUTTON_LABEL = 75  # Slack: a button's text
@@ -120,13 +117,8 @@ def secret_request_fulfil(*, request_id: int, thread_id: int, member, value: str
 def _card_refresh_later(request_id: int) -> None:
     from secrets_vault.tasks import refresh_secret_request_card
 
-    def publish():
-        try:
-            refresh_secret_request_card.apply_async((request_id,), retry=False)
-        except Exception:
-            log.warning("could not queue the card refresh of secret request %s", request_id, exc_info=True)
-
-    transaction.on_commit(publish)
+    # A lost refresh leaves the button on the card; pressing it says who set the secret.
+    queue_on_commit(refresh_secret_request_card, request_id)
 
 
 def secret_request_card_refresh(*, request_id: int) -> bool:

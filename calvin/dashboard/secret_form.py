@@ -7,11 +7,13 @@ that only says who set it.
 """
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 
 from calvin.dashboard.selectors import member_in, thread_for
+from secrets_vault.forms import uploaded_value
 from secrets_vault.models import MAX_VALUE_BYTES, SecretRequest
 from secrets_vault.requests import (
     WHO_MAY_SET,
@@ -29,18 +31,16 @@ class ValueProblem(Exception):
         self.status = status
 
 
-@sensitive_variables("value", "raw")
+@sensitive_variables("value")
 def _submitted_value(request) -> str:
     """The typed value, or the uploaded file's text (a file secret may be a key file)."""
     upload = request.FILES.get("file")
     if upload is not None and upload.size:
-        if upload.size > MAX_VALUE_BYTES:
-            raise ValueProblem(f"the file is larger than {MAX_KIB} KiB; nothing was stored", 413)
-        raw = upload.read(MAX_VALUE_BYTES + 1)
         try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ValueProblem("the file is not text (UTF-8); nothing was stored", 400) from None
+            return uploaded_value(upload)
+        except ValidationError as exc:
+            status = 413 if exc.code == "too_large" else 400
+            raise ValueProblem(f"{exc.messages[0]}; nothing was stored", status) from None
     value = request.POST.get("value", "")
     if len(value.encode("utf-8", "surrogatepass")) > MAX_VALUE_BYTES:
         raise ValueProblem(f"the value is larger than {MAX_KIB} KiB; nothing was stored", 413)

@@ -9,7 +9,6 @@ from playwright.sync_api import expect
 
 from calvin.workspaces.models import Member
 from calvin.workspaces.services import agent_create
-from secrets_vault import crypto
 from secrets_vault.models import MAX_VALUE_BYTES, Secret
 from secrets_vault.services import _plain, secret_put, secret_set
 from sessions.services import session_start
@@ -22,11 +21,6 @@ GLOBEX_VALUE = "globex-value-0044"
 
 def secrets_url(workspace_id: int, tail: str = "") -> str:
     return f"/workspaces/{workspace_id}/secrets/{tail}"
-
-
-@pytest.fixture
-def key(settings):
-    settings.SP_STORE_KEY = [crypto.new_key()]
 
 
 @pytest.fixture
@@ -81,7 +75,7 @@ def snapshot() -> list[tuple]:
 
 
 @pytest.mark.django_db
-def test_an_owner_sets_replaces_and_deletes_at_both_places(owner_client, owner_member, key, workspace, agent):
+def test_an_owner_sets_replaces_and_deletes_at_both_places(owner_client, owner_member, vault, workspace, agent):
     pages = Pages(owner_client)
     page = pages.get(secrets_url(workspace.id)).content.decode()
     assert "Secrets of Acme" in page and "agent builder" in page and 'type="password"' in page
@@ -117,7 +111,7 @@ def test_an_owner_sets_replaces_and_deletes_at_both_places(owner_client, owner_m
 
 
 @pytest.mark.django_db
-def test_a_workspace_admin_manages_it_too(client, django_user_model, key, workspace):
+def test_a_workspace_admin_manages_it_too(client, django_user_model, vault, workspace):
     user = django_user_model.objects.create_user("ada")
     Member.objects.create(workspace=workspace, user=user, role=Member.Role.ADMIN)
     client.force_login(user)
@@ -127,7 +121,7 @@ def test_a_workspace_admin_manages_it_too(client, django_user_model, key, worksp
 
 @pytest.mark.django_db
 def test_nobody_else_sees_or_changes_anything(
-    client, plain_member, stranger_member, other_workspace, key, workspace, agent
+    client, plain_member, stranger_member, other_workspace, vault, workspace, agent
 ):
     acme_secret = secret_put(workspace_id=workspace.id, agent_id=agent.id, name="ACME_TOKEN", value=VALUE)
     globex_secret = secret_put(workspace_id=other_workspace.id, name="GLOBEX_TOKEN", value=GLOBEX_VALUE)
@@ -170,7 +164,7 @@ def test_the_home_page_links_to_the_secrets_of_workspaces_one_manages(
 
 
 @pytest.mark.django_db
-def test_a_post_without_the_csrf_token_is_refused(owner_member, key, workspace):
+def test_a_post_without_the_csrf_token_is_refused(owner_member, vault, workspace):
     secret = secret_put(workspace_id=workspace.id, name="TOKEN", value=VALUE)
     client = Client(enforce_csrf_checks=True)
     client.force_login(owner_member.user)
@@ -185,7 +179,7 @@ def test_a_post_without_the_csrf_token_is_refused(owner_member, key, workspace):
 
 
 @pytest.mark.django_db
-def test_an_oversized_value_is_refused_with_a_message(owner_client, key, workspace):
+def test_an_oversized_value_is_refused_with_a_message(owner_client, vault, workspace):
     existing = secret_put(workspace_id=workspace.id, name="KEPT", value=VALUE)
     huge = "v" * (MAX_VALUE_BYTES + 1)
     response = owner_client.post(secrets_url(workspace.id, "new/"), {"name": "BIG", "value": huge})
@@ -203,7 +197,7 @@ def test_an_oversized_value_is_refused_with_a_message(owner_client, key, workspa
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("name", ["1TOKEN", "MY-TOKEN", "WITH SPACE", "", "A" * 129, "TOKEN$"])
-def test_a_bad_name_is_refused(owner_client, key, workspace, name):
+def test_a_bad_name_is_refused(owner_client, vault, workspace, name):
     pages = Pages(owner_client)
     response = pages.post(secrets_url(workspace.id, "new/"), {"name": name, "value": VALUE})
     assert response.status_code == 400
@@ -214,7 +208,7 @@ def test_a_bad_name_is_refused(owner_client, key, workspace, name):
 
 
 @pytest.mark.django_db
-def test_an_empty_value_or_a_name_already_set_is_refused(owner_client, key, workspace, agent):
+def test_an_empty_value_or_a_name_already_set_is_refused(owner_client, vault, workspace, agent):
     response = owner_client.post(secrets_url(workspace.id, "new/"), {"name": "TOKEN", "value": ""})
     assert response.status_code == 400 and "type the value" in response.content.decode()
     secret_put(workspace_id=workspace.id, agent_id=agent.id, name="TOKEN", value=VALUE)
@@ -225,7 +219,7 @@ def test_an_empty_value_or_a_name_already_set_is_refused(owner_client, key, work
 
 
 @pytest.mark.django_db
-def test_an_agent_of_another_workspace_is_refused(owner_client, key, workspace, other_workspace):
+def test_an_agent_of_another_workspace_is_refused(owner_client, vault, workspace, other_workspace):
     theirs = agent_create(workspace=other_workspace, name="deployer")
     page = owner_client.get(secrets_url(workspace.id)).content.decode()
     assert "deployer" not in page
@@ -249,7 +243,7 @@ def test_without_a_vault_key_the_page_says_so(owner_client, settings, workspace)
 
 
 @pytest.mark.django_db
-def test_a_sessions_own_secret_is_listed_read_only(owner_client, owner_member, key, workspace):
+def test_a_sessions_own_secret_is_listed_read_only(owner_client, owner_member, vault, workspace):
     session = session_start(workspace=workspace, owner=owner_member, title="t")
     secret = secret_set(session=session, name="ASKED", value=VALUE)
     page = owner_client.get(secrets_url(workspace.id)).content.decode()
@@ -262,7 +256,7 @@ def test_a_sessions_own_secret_is_listed_read_only(owner_client, owner_member, k
 
 
 @pytest.mark.django_db(transaction=True)
-def test_over_real_http_the_value_goes_in_and_never_comes_out(gateway, key, workspace, agent):
+def test_over_real_http_the_value_goes_in_and_never_comes_out(gateway, vault, workspace, agent):
     with logged_in(gateway, "owner", OWNER_PASSWORD) as http:
         seen = []
 
@@ -300,7 +294,7 @@ def test_over_real_http_the_value_goes_in_and_never_comes_out(gateway, key, work
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_page_works_in_chromium_under_the_policy(gateway, key, workspace, agent, page):
+def test_the_page_works_in_chromium_under_the_policy(gateway, vault, workspace, agent, page):
     violations = []
     page.on("console", lambda message: violations.append(message.text) if "Content Security" in message.text else None)
     browser_login(page, gateway, "owner", OWNER_PASSWORD)
@@ -329,7 +323,7 @@ KEY_FILE = (
 
 
 @pytest.mark.django_db
-def test_a_key_file_with_line_breaks_is_uploaded_and_replaced(owner_client, key, workspace, agent):
+def test_a_key_file_with_line_breaks_is_uploaded_and_replaced(owner_client, vault, workspace, agent):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     pages = Pages(owner_client)
@@ -355,7 +349,7 @@ def test_a_key_file_with_line_breaks_is_uploaded_and_replaced(owner_client, key,
         (b"x" * (64 * 1024 + 1), "", "the file is larger than 64 KiB"),
     ],
 )
-def test_an_upload_that_cannot_be_a_value_is_refused(owner_client, key, workspace, content, value, expected):
+def test_an_upload_that_cannot_be_a_value_is_refused(owner_client, vault, workspace, content, value, expected):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     data = {"name": "DEPLOY_KEY", "agent": "", "value": value, "file": SimpleUploadedFile("f", content)}

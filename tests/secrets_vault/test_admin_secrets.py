@@ -11,7 +11,6 @@ from django.urls import reverse
 
 from calvin.workspaces.models import Member
 from calvin.workspaces.services import agent_create, workspace_create
-from secrets_vault import crypto
 from secrets_vault.models import MAX_VALUE_BYTES, Secret, SecretRequest
 from secrets_vault.services import _plain, secret_put, secret_set
 from sessions.services import session_start
@@ -36,11 +35,6 @@ def delete_url(secret) -> str:
 
 
 @pytest.fixture
-def key(settings):
-    settings.SP_STORE_KEY = [crypto.new_key()]
-
-
-@pytest.fixture
 def agent(workspace):
     return agent_create(workspace=workspace, name="builder")
 
@@ -56,7 +50,7 @@ def globex_agent(globex):
 
 
 @pytest.fixture
-def globex_secret(key, globex):
+def globex_secret(vault, globex):
     return secret_put(workspace_id=globex.id, name="GLOBEX_TOKEN", value=GLOBEX_VALUE)
 
 
@@ -107,7 +101,7 @@ def stored_value(secret_id: int) -> str:
     return _plain(secret)
 
 
-def test_a_superuser_adds_replaces_and_deletes_at_both_places(admin_client, admin_user, key, workspace, agent):
+def test_a_superuser_adds_replaces_and_deletes_at_both_places(admin_client, admin_user, vault, workspace, agent):
     pages = Pages(admin_client)
     form = pages.get(ADD).content.decode()
     assert 'type="password"' in form and 'autocomplete="off"' in form and "ciphertext" not in form
@@ -147,7 +141,7 @@ def test_a_superuser_adds_replaces_and_deletes_at_both_places(admin_client, admi
     assert not LogEntry.objects.filter(change_message__contains=VALUE).exists()
 
 
-def test_bulk_delete(admin_client, key, workspace, agent):
+def test_bulk_delete(admin_client, vault, workspace, agent):
     first = secret_put(workspace_id=workspace.id, name="A", value=VALUE)
     second = secret_put(workspace_id=workspace.id, agent_id=agent.id, name="B", value=VALUE)
     kept = secret_put(workspace_id=workspace.id, name="C", value=VALUE)
@@ -158,7 +152,7 @@ def test_bulk_delete(admin_client, key, workspace, agent):
     assert list(Secret.objects.values_list("id", flat=True)) == [kept.id]
 
 
-def test_the_value_is_never_rendered_back_after_an_error(admin_client, key, workspace):
+def test_the_value_is_never_rendered_back_after_an_error(admin_client, vault, workspace):
     pages = Pages(admin_client)
     response = pages.post(ADD, {"workspace": workspace.id, "name": "1BAD NAME", "value": VALUE})
     assert response.status_code == 200
@@ -167,7 +161,7 @@ def test_the_value_is_never_rendered_back_after_an_error(admin_client, key, work
     assert not Secret.objects.exists()
 
 
-def test_an_oversized_value_is_refused_and_nothing_stored(admin_client, key, workspace):
+def test_an_oversized_value_is_refused_and_nothing_stored(admin_client, vault, workspace):
     huge = "x" * (MAX_VALUE_BYTES + 1)
     response = admin_client.post(ADD, {"workspace": workspace.id, "name": "BIG", "value": huge})
     assert response.status_code == 200
@@ -179,7 +173,7 @@ def test_an_oversized_value_is_refused_and_nothing_stored(admin_client, key, wor
     assert stored_value(Secret.objects.get(name="BIG").id) == exactly
 
 
-def test_a_name_already_set_at_that_place_is_refused_on_add(admin_client, key, workspace, agent):
+def test_a_name_already_set_at_that_place_is_refused_on_add(admin_client, vault, workspace, agent):
     secret_put(workspace_id=workspace.id, name="TOKEN", value=VALUE)
     response = admin_client.post(ADD, {"workspace": workspace.id, "name": "TOKEN", "value": NEW_VALUE})
     assert response.status_code == 200
@@ -190,7 +184,7 @@ def test_a_name_already_set_at_that_place_is_refused_on_add(admin_client, key, w
     assert response.status_code == 302
 
 
-def test_an_agent_of_another_workspace_is_refused(admin_client, key, workspace, globex_agent):
+def test_an_agent_of_another_workspace_is_refused(admin_client, vault, workspace, globex_agent):
     response = admin_client.post(
         ADD, {"workspace": workspace.id, "agent": globex_agent.id, "name": "TOKEN", "value": VALUE}
     )
@@ -212,7 +206,7 @@ def test_without_a_vault_key_the_form_says_so(admin_client, settings, workspace)
     assert not Secret.objects.exists()
 
 
-def test_a_sessions_own_secret_is_shown_not_changed(admin_client, key, workspace):
+def test_a_sessions_own_secret_is_shown_not_changed(admin_client, vault, workspace):
     session = session_start(workspace=workspace, title="t")
     secret = secret_set(session=session, name="ASKED", value=VALUE)
     page = admin_client.get(change_url(secret)).content.decode()
@@ -222,7 +216,7 @@ def test_a_sessions_own_secret_is_shown_not_changed(admin_client, key, workspace
     assert "session " + str(session.id) in admin_client.get(LIST).content.decode()
 
 
-def test_a_staff_admin_of_acme_manages_acme_only(acme_admin_client, key, workspace, agent, globex, globex_agent):
+def test_a_staff_admin_of_acme_manages_acme_only(acme_admin_client, vault, workspace, agent, globex, globex_agent):
     globex_secret = secret_put(workspace_id=globex.id, name="GLOBEX_TOKEN", value=GLOBEX_VALUE)
     pages = Pages(acme_admin_client)
     assert LIST in pages.get(reverse("admin:index")).content.decode()
@@ -256,7 +250,7 @@ def test_a_staff_admin_of_acme_manages_acme_only(acme_admin_client, key, workspa
     pages.assert_never_shown(VALUE, GLOBEX_VALUE)
 
 
-def test_a_staff_user_who_is_a_plain_member_manages_nothing(django_user_model, key, workspace, globex_secret):
+def test_a_staff_user_who_is_a_plain_member_manages_nothing(django_user_model, vault, workspace, globex_secret):
     client = staff_client(django_user_model, workspace, Member.Role.MEMBER, username="mo")
     acme_secret = secret_put(workspace_id=workspace.id, name="ACME_TOKEN", value=VALUE)
     assert client.get(LIST).status_code == 403
@@ -267,7 +261,7 @@ def test_a_staff_user_who_is_a_plain_member_manages_nothing(django_user_model, k
     assert "/admin/secrets_vault/" not in client.get(reverse("admin:index")).content.decode()
 
 
-def test_the_admin_refuses_a_post_without_the_csrf_token(admin_user, key, workspace):
+def test_the_admin_refuses_a_post_without_the_csrf_token(admin_user, vault, workspace):
     client = Client(enforce_csrf_checks=True)
     client.force_login(admin_user)
     response = client.post(ADD, {"workspace": workspace.id, "name": "TOKEN", "value": VALUE})

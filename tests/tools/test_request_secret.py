@@ -377,3 +377,13 @@ def test_the_same_request_made_at_once_posts_one_card(agent, vault):
     assert all("already waits in this thread" in t for r, t in zip(results, texts, strict=True) if r.is_error)
     assert SecretRequest.objects.filter(session=agent.session).count() == 1
     assert ToolCall.objects.filter(session=agent.session, tool="request_secret").count() == 1
+
+
+def test_a_file_that_is_not_text_is_refused(agent, vault, gateway):
+    secret_request = waiting(agent, name="DEPLOY_KEY", file=True)
+    with logged_in(gateway, "owner", OWNER_PASSWORD) as http:
+        response = submit(http, form_url(agent, secret_request), "", file=("key.der", b"\x30\x82\xff\xfe binary"))
+        assert response.status_code == 400 and "the file is not text (UTF-8); nothing was stored" in response.text
+        too_big = submit(http, form_url(agent, secret_request), "", file=("big", b"k" * (64 * 1024 + 1)))
+        assert too_big.status_code == 413 and "the file is larger than 64 KiB" in too_big.text
+    assert stored_value(agent, "DEPLOY_KEY") is None
