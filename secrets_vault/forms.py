@@ -17,14 +17,11 @@ VALUE_HELP = f"At most {MAX_VALUE_BYTES // 1024} KiB. Stored encrypted and never
 
 def uploaded_value(upload) -> str:
     """An uploaded file's text as a secret's value (a key file); ValidationError with code
-    "too_large" or "not_text" otherwise. Read only up to the limit, whatever the file says."""
+    "too_large" or "not_text" otherwise (Django counts an upload's size from the bytes received)."""
     if upload.size > MAX_VALUE_BYTES:
         raise ValidationError(f"the file is larger than {MAX_VALUE_BYTES // 1024} KiB", code="too_large")
-    data = upload.read(MAX_VALUE_BYTES + 1)
-    if len(data) > MAX_VALUE_BYTES:
-        raise ValidationError(f"the file is larger than {MAX_VALUE_BYTES // 1024} KiB", code="too_large")
     try:
-        return data.decode("utf-8")
+        return upload.read().decode("utf-8")
     except UnicodeDecodeError:
         raise ValidationError("the file is not text (UTF-8)", code="not_text") from None
 
