@@ -33,6 +33,37 @@ class Thread(models.Model):
         return self.title or f"{self.channel_kind}:{self.channel_id}/{self.thread_ts}"
 
 
+class Host(models.Model):
+    """A machine that runs agents: `manage.py host` dials out to /ws/host/ with this host's token.
+
+    The token is shown once and stored as a digest; revoking it closes the connection.
+    A host with a workspace runs only that workspace's sessions; one without serves all.
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    workspace = models.ForeignKey(
+        "workspaces.Workspace", null=True, blank=True, on_delete=models.CASCADE, related_name="hosts"
+    )
+    token_digest = models.CharField(max_length=64, unique=True)
+    token_hint = models.CharField(max_length=12)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    # What the daemon said when it registered.
+    capacity = models.PositiveIntegerField(default=0, help_text="Sessions it runs at once, as it registered.")
+    version = models.CharField(max_length=40, blank=True, default="")
+    sandbox = models.CharField(max_length=20, blank=True, default="", help_text="bwrap, or none")
+    # The connection: the channel its consumer listens on (empty when not connected).
+    channel_name = models.CharField(max_length=200, blank=True, default="")
+    connected_at = models.DateTimeField(null=True, blank=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["last_heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Session(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -67,6 +98,11 @@ class Session(models.Model):
         help_text="The session's own temp directory on its host (its runner's TMPDIR); never the shared /tmp.",
     )
     branch = models.CharField(max_length=200, blank=True, default="")
+    # The host it runs on: sticky while that host lives, cleared when its heartbeat lapses.
+    # None: a session whose directory is on the gateway (a runner made with issue_token).
+    host = models.ForeignKey(Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions")
+    # The provider's own conversation id (Claude Code's session_id), to resume the next turn.
+    agent_session_id = models.CharField(max_length=100, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -78,19 +114,25 @@ class Session(models.Model):
 
 
 class Turn(models.Model):
-    """One prompt for the agent; runners claim queued turns."""
+    """One message for the agent. The scheduler claims all of a session's queued turns at
+    once, so messages that arrived during a turn reach the next one together, in order."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
         DONE = "done"
         FAILED = "failed"
+        STOPPED = "stopped"
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
     prompt = models.ForeignKey("Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     runner = models.ForeignKey("Runner", null=True, blank=True, on_delete=models.SET_NULL, related_name="turns")
+    host = models.ForeignKey(Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="turns")
+    # The first turn of the batch it ran in (itself for the first).
+    batch = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -25,6 +25,10 @@ class Caller:
     # at all, and any change means a cached check is stale.
     secrets_version: str
     agent_id: int | None
+    # The session's host (None: its directory is on the gateway, e.g. an issue_token runner).
+    host_id: int | None
+    # What the session's runner runs (Agent.provider); "" without an agent.
+    provider: str
     # The MCP servers this session's agent is given ("calvin", "nanoclaw").
     tool_sets: tuple[str, ...]
 
@@ -38,7 +42,7 @@ _CALLER_SQL = f"""
 SELECT r.id, r.session_id, s.thread_id, s.workspace_id, s.directory, s.temp_directory, s.permission_mode,
        (SELECT count(*) || '/' || coalesce(CAST(max(x.set_at) AS TEXT), '')
         FROM {Secret._meta.db_table} x WHERE {_IN_SCOPE}),
-       s.agent_id, a.tool_sets
+       s.agent_id, s.host_id, coalesce(a.provider, ''), a.tool_sets
 FROM {Runner._meta.db_table} r JOIN {Session._meta.db_table} s ON s.id = r.session_id
      LEFT JOIN {Agent._meta.db_table} a ON a.id = s.agent_id
 WHERE r.token_digest = %s AND r.revoked_at IS NULL

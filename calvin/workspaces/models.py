@@ -95,13 +95,34 @@ class Repository(models.Model):
 
 
 class Quota(models.Model):
+    """What a workspace may use. Days and months are UTC calendar days and months."""
+
     workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, related_name="quota")
-    concurrent_sessions = models.PositiveIntegerField(default=10)
+    concurrent_sessions = models.PositiveIntegerField(default=10, help_text="Sessions whose agent runs at once.")
+    turns_per_day = models.PositiveIntegerField(default=2_000)
+    agent_minutes_per_month = models.PositiveIntegerField(default=30_000)
     tool_calls_per_day = models.PositiveIntegerField(default=10_000)
     storage_mib = models.PositiveIntegerField(default=10_240)
 
     def __str__(self) -> str:
         return f"Quota for {self.workspace}"
+
+
+class DailyUsage(models.Model):
+    """One workspace's use on one UTC day; counted with conditional UPDATEs against its Quota."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="usage")
+    day = models.DateField()
+    tool_calls = models.PositiveIntegerField(default=0)
+    turns = models.PositiveIntegerField(default=0)
+    agent_seconds = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "daily usage"
+        constraints = [models.UniqueConstraint(fields=["workspace", "day"], name="dailyusage_unique_day")]
+
+    def __str__(self) -> str:
+        return f"{self.workspace} on {self.day}"
 
 
 TOOL_SETS = ("calvin", "nanoclaw")
@@ -119,6 +140,13 @@ class Agent(models.Model):
         GROUP = "group"
         GLOBAL = "global"
 
+    class Provider(models.TextChoices):
+        """What a runner starts for each turn (sessions/host/providers.py)."""
+
+        CLAUDE_CODE = "claude-code"  # the claude CLI, headless, resumed per turn
+        COMMAND = "command"  # any executable: the prompt on stdin, stdout as the reply
+        SCRIPT = "script"  # a file of MCP tool calls played through /mcp, for demos and tests
+
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="agents")
     name = models.CharField(max_length=100)
     instructions = models.TextField(blank=True, default="")
@@ -133,6 +161,10 @@ class Agent(models.Model):
     environment_version = models.PositiveIntegerField(default=1)
     # Which MCP servers its sessions are given: "calvin" (/mcp) and "nanoclaw" (/mcp/nanoclaw).
     tool_sets = models.JSONField(default=all_tool_sets, blank=True)
+    provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.CLAUDE_CODE)
+    # command: the argv (a JSON list, never a shell line); script: the calls, as JSON text.
+    provider_command = models.JSONField(default=list, blank=True)
+    provider_script = models.TextField(blank=True, default="")
     # The agent's own persistent workspace directory on its host (NanoClaw's groups/<name>/).
     directory = models.CharField(max_length=500, blank=True, default="")
     created_by = models.ForeignKey(
