@@ -13,6 +13,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from calvin.dashboard.origin import SameOriginValidator  # noqa: E402
 from calvin.routing import websocket_urlpatterns  # noqa: E402
+from sessions.consumers import HostConsumer  # noqa: E402
 from tools.server import build_http_app  # noqa: E402
 
 mcp_app, mcp_lifespan = build_http_app()
@@ -25,10 +26,22 @@ async def http_app(scope, receive, send):
     return await django_app(scope, receive, send)
 
 
+pages_websockets = SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+host_websocket = HostConsumer.as_asgi()
+
+
+async def websocket_app(scope, receive, send):
+    # Host daemons authenticate with a bearer token, not a browser's cookie: no Origin to
+    # check (a page cannot set the header), and no login session.
+    if scope["path"] == "/ws/host/":
+        return await host_websocket(scope, receive, send)
+    return await pages_websockets(scope, receive, send)
+
+
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": websocket_app,
         # Both MCP servers' session managers run inside this lifespan.
         "lifespan": mcp_lifespan,
     }

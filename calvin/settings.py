@@ -167,6 +167,8 @@ CELERY_BEAT_SCHEDULE = {
     "tool-calls-sweep": {"task": "tools.tasks.sweep_tool_calls", "schedule": CALVIN_SWEEP_SECONDS},
     # Expires approvals nobody decided within their workspace's timeout; posts cards whose post was lost.
     "approvals-sweep": {"task": "approvals.tasks.sweep_approvals", "schedule": CALVIN_SWEEP_SECONDS},
+    # Queues again the turns of hosts whose heartbeat lapsed (also done on every host heartbeat).
+    "hosts-sweep": {"task": "sessions.tasks.sweep_hosts", "schedule": CALVIN_SWEEP_SECONDS},
 }
 # Channel kind -> chat adapter class. A deployment (or a test) can plug in another platform.
 CALVIN_CHAT_ADAPTERS = {
@@ -174,6 +176,8 @@ CALVIN_CHAT_ADAPTERS = {
     **env.json("CALVIN_CHAT_ADAPTERS", default={}),
 }
 
+# A host's answer to a file request arrives in 256 KiB chunks on one channel: room for 100 MiB + 1.
+HOST_REPLY_CAPACITY = {"hostreply*": 500}
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -183,11 +187,17 @@ if REDIS_URL:
                 # socket timeout would cut every idle websocket consumer off at 5 s.
                 "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
                 "prefix": env("CALVIN_CHANNEL_PREFIX", default="calvin"),
+                "channel_capacity": HOST_REPLY_CAPACITY,
             },
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"channel_capacity": HOST_REPLY_CAPACITY},
+        }
+    }
 
 # Shared counters (refusal rate limits, login throttling) must be shared by every web process.
 if REDIS_URL:
@@ -241,6 +251,9 @@ CALVIN_SECRET_FILES_DIR = Path(env("CALVIN_SECRET_FILES_DIR", default=str(VAR_DI
 # Each agent's persistent workspace directory (NanoClaw's groups/<name>/) lives under here.
 CALVIN_AGENTS_DIR = Path(env("CALVIN_AGENTS_DIR", default=str(VAR_DIR / "agents")))
 CALVIN_REFUSALS_PER_MINUTE = env.int("CALVIN_REFUSALS_PER_MINUTE", default=30)
+# How long approval_prompt waits for a person to decide a Claude Code permission prompt; then the
+# approval expires (sooner when the workspace's approval timeout is shorter) and Claude Code is told so.
+CALVIN_APPROVAL_PROMPT_WAIT_SECONDS = env.float("CALVIN_APPROVAL_PROMPT_WAIT_SECONDS", default=600.0)
 CALVIN_SERVE_STATIC = env.bool("CALVIN_SERVE_STATIC", default=True)
 # Celery's Django fixup closes the worker's DB connection around every task unless told to reuse it.
 CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
@@ -299,3 +312,19 @@ if not SECURE_HSTS_PRELOAD:
 if _PUBLIC_ORIGIN:
     CSRF_TRUSTED_ORIGINS = [*CSRF_TRUSTED_ORIGINS, _PUBLIC_ORIGIN]
 # --- end of Security: logins, CSP, HTTPS -----------------------------------------------
+
+# Host daemons (sessions/hosts.py): a host heartbeats every CALVIN_HOST_HEARTBEAT_SECONDS; one
+# silent for CALVIN_HOST_LAPSE_SECONDS has its turns queued again for another host.
+CALVIN_HOST_HEARTBEAT_SECONDS = env.float("CALVIN_HOST_HEARTBEAT_SECONDS", default=10.0)
+CALVIN_HOST_LAPSE_SECONDS = env.float("CALVIN_HOST_LAPSE_SECONDS", default=35.0)
+# A turn that runs longer is stopped by its host (no session stays "running" forever).
+CALVIN_TURN_TIMEOUT_SECONDS = env.float("CALVIN_TURN_TIMEOUT_SECONDS", default=3600.0)
+# How long a host-local request (send_file's bytes) may take before the tool call fails.
+CALVIN_HOST_REQUEST_SECONDS = env.float("CALVIN_HOST_REQUEST_SECONDS", default=60.0)
+# `manage.py host` (sessions/host/daemon.py) on a machine that runs agents: where the gateway
+# is, the host token made in the admin, and where the daemon keeps session directories.
+CALVIN_GATEWAY_URL = env("CALVIN_GATEWAY_URL", default="http://127.0.0.1:8000")
+CALVIN_HOST_TOKEN = env("CALVIN_HOST_TOKEN", default="")
+CALVIN_HOST_NAME = env("CALVIN_HOST_NAME", default="")
+CALVIN_HOST_CAPACITY = env.int("CALVIN_HOST_CAPACITY", default=4)
+CALVIN_HOST_DIR = Path(env("CALVIN_HOST_DIR", default=str(VAR_DIR / "host")))

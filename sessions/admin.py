@@ -1,7 +1,52 @@
 from django.contrib import admin, messages
 
-from sessions.models import Message, Reaction, Runner, RunnerCount, Session, Thread, Turn
+from sessions.hosts import host_create, host_is_live, host_revoke, host_token_reset
+from sessions.models import Host, Message, Reaction, Runner, RunnerCount, Session, Thread, Turn
 from sessions.services import runner_revoke
+from sessions.turns import session_stop
+
+
+@admin.register(Host)
+class HostAdmin(admin.ModelAdmin):
+    """Hosts are made here: the token is shown once, on the page after saving, and stored as a digest."""
+
+    list_display = ["name", "workspace", "live", "capacity", "sandbox", "version", "last_heartbeat_at", "revoked_at"]
+    list_filter = ["workspace", "sandbox"]
+    search_fields = ["name", "token_hint"]
+    fields = ["name", "workspace", "token_hint", "capacity", "version", "sandbox", "connected_at"]
+    fields += ["last_heartbeat_at", "revoked_at", "created_at"]
+    readonly_fields = [f for f in fields if f not in ("name", "workspace")]
+    actions = ["revoke", "reset_token"]
+
+    @admin.display(boolean=True, description="connected")
+    def live(self, obj):
+        return host_is_live(obj)
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        host, token = host_create(name=obj.name, workspace=obj.workspace)
+        obj.pk, obj.token_digest, obj.token_hint = host.pk, host.token_digest, host.token_hint
+        self.message_user(
+            request,
+            f"Host {host.name} made. Its token, shown this once: {token}  — start the host with "
+            f"CALVIN_HOST_TOKEN={token} python manage.py host --gateway <this gateway's URL>",
+            messages.WARNING,
+        )
+
+    @admin.action(description="Revoke the selected hosts' tokens (disconnects them; their turns run elsewhere)")
+    def revoke(self, request, queryset):
+        revoked = sum(host_revoke(host_id=h.id) for h in queryset)
+        self.message_user(request, f"Revoked {revoked} host(s).", messages.SUCCESS)
+
+    @admin.action(description="Make a new token for the selected host (the old one stops working)")
+    def reset_token(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Choose one host: its new token is shown once.", messages.ERROR)
+            return
+        host = queryset.get()
+        token = host_token_reset(host=host)
+        self.message_user(request, f"New token for {host.name}, shown this once: {token}", messages.WARNING)
 
 
 @admin.register(Thread)
@@ -18,6 +63,13 @@ class SessionAdmin(admin.ModelAdmin):
     list_filter = ["status", "permission_mode", "workspace"]
     search_fields = ["thread__title", "directory", "branch"]
     raw_id_fields = ["thread", "parent", "owner", "agent"]
+    actions = ["stop"]
+
+    @admin.action(description="Stop the selected sessions' agents")
+    def stop(self, request, queryset):
+        for session in queryset:
+            outcome = session_stop(session_id=session.id, via=f"the admin by {request.user.get_username()}")
+            self.message_user(request, f"Session {session.id}: {outcome}.", messages.INFO)
 
 
 @admin.register(Turn)

@@ -25,12 +25,17 @@ def instructions_compose(*, agent, destination_names: list[str]) -> str:
     return "\n".join(parts)
 
 
-def session_instructions_write(session) -> None:
+def session_instructions_text(session) -> str:
     from calvin.workspaces.models import Destination
 
     if session.agent is None:
-        return
+        return ""
     names = ["thread", *Destination.objects.filter(agent=session.agent).order_by("name").values_list("name", flat=True)]
-    text = instructions_compose(agent=session.agent, destination_names=names)
+    return instructions_compose(agent=session.agent, destination_names=names)
+
+
+def session_instructions_write(session) -> None:
+    """For a session whose directory is on the gateway; a host's runner writes its own copy."""
+    text = session_instructions_text(session)
     if text:
         (Path(session.directory) / INSTRUCTIONS_FILE).write_text(text)

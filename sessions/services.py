@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from sessions.instructions import session_instructions_write
 from sessions.models import Message, Runner, RunnerCount, Session, Thread, Turn
+from sessions.scheduling import hosts_wake_on_commit
 from sessions.tokens import token_digest, token_new
 from tools.limits import PER_RUNNER
 
@@ -71,6 +72,7 @@ def message_post_by_person(*, thread: Thread, member, text: str) -> Message:
         thread=thread, kind=Message.Kind.TEXT, author=Message.Author.PERSON, member=member, text=text
     )
     Turn.objects.create(session=thread.session, prompt=message)
+    hosts_wake_on_commit()
     thread_push_on_commit(message)
     return message
 
@@ -90,6 +92,31 @@ def inbox_post(*, session: Session, text: str, author: str = Message.Author.SYST
         text=text,
     )
     Turn.objects.create(session=session, prompt=message)
+    hosts_wake_on_commit()
+    thread_push_on_commit(message)
+    return message
+
+
+@transaction.atomic
+def system_notice_post(*, thread_id: int, text: str) -> Message:
+    """A notice for the people in the thread (a stop, a failure, a quota): not a turn for the agent."""
+    from calvin.dashboard.events import thread_push_on_commit
+
+    message = Message.objects.create(
+        thread_id=thread_id, kind=Message.Kind.SYSTEM, author=Message.Author.SYSTEM, text=text
+    )
+    thread_push_on_commit(message)
+    return message
+
+
+@transaction.atomic
+def agent_reply_post(*, session: Session, text: str) -> Message:
+    """The agent's reply at the end of a turn, in its thread."""
+    from calvin.dashboard.events import thread_push_on_commit
+
+    message = Message.objects.create(
+        thread_id=session.thread_id, kind=Message.Kind.TEXT, author=Message.Author.AGENT, text=text
+    )
     thread_push_on_commit(message)
     return message
 

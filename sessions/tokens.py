@@ -7,11 +7,12 @@ that space, and the lookup stays one indexed equality match per request.
 import hashlib
 import secrets
 
-PREFIX = "cvn_"
+PREFIX = "cvn_"  # a runner's token (the agent presents it to /mcp)
+HOST_PREFIX = "cvh_"  # a host daemon's token (it presents it to /ws/host/)
 
 
-def token_new() -> str:
-    return PREFIX + secrets.token_urlsafe(32)
+def token_new(prefix: str = PREFIX) -> str:
+    return prefix + secrets.token_urlsafe(32)
 
 
 def token_digest(token: str) -> str:

@@ -66,6 +66,12 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return  # refused: an event already queued for this socket is dropped
         await self.send_json({key: value for key, value in event.items() if key != "type"})
 
+    async def thread_activity(self, event):
+        """What the agent is doing now (a turn started, a tool used, a turn ended): text is escaped by the page."""
+        if thread_group(self.thread_id) not in self.joined:
+            return
+        await self.send_json({"activity": {k: str(v)[:4000] for k, v in event.items() if k != "type"}})
+
     async def access_recheck(self, event):
         """Pushed when a membership or the user changed: close if that took the access away."""
         if not await self._may_watch():

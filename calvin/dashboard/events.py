@@ -124,7 +124,7 @@ def thread_catch_up(thread_id: int, since: int) -> tuple[list[dict], bool]:
     return events, False
 
 
-def _push_quietly(group: str, event: dict) -> None:
+def group_send_quietly(group: str, event: dict) -> None:
     # A lost push leaves the socket open until its next catch-up, which re-checks access itself.
     try:
         group_send(group, event)
@@ -134,9 +134,9 @@ def _push_quietly(group: str, event: dict) -> None:
 
 def access_recheck_on_commit(user_id: int) -> None:
     """The person's sockets re-check their access once the change that may have taken it commits."""
-    transaction.on_commit(lambda: _push_quietly(user_group(user_id), {"type": "access.recheck"}))
+    transaction.on_commit(lambda: group_send_quietly(user_group(user_id), {"type": "access.recheck"}))
 
 
 def login_ended_push(session_key: str) -> None:
     """Close the sockets opened under one login session (its logout), not the person's other logins."""
-    _push_quietly(login_group(session_key), {"type": "login.ended"})
+    group_send_quietly(login_group(session_key), {"type": "login.ended"})

@@ -3,8 +3,9 @@
 import asyncio
 
 from django.conf import settings
+from django.contrib import messages as django_messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponseBadRequest, HttpResponseForbidden, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
@@ -21,6 +22,7 @@ from calvin.dashboard.selectors import (
 )
 from sessions.models import Message
 from sessions.services import message_post_by_person, session_start
+from sessions.turns import session_stop
 
 
 def login_locked_out(request, *args, **kwargs):
@@ -81,6 +83,20 @@ def thread_reply(request, thread_id: int):
     message_post_by_person(
         thread=thread, member=member_in(request.user, thread.workspace_id), text=form.cleaned_data["text"]
     )
+    return redirect("dashboard:thread", thread_id=thread.id)
+
+
+@login_required
+@require_POST
+def thread_stop(request, thread_id: int):
+    """Stop: the session's owner or a workspace admin ends the agent's whole process tree."""
+    thread = thread_for(request.user, thread_id)
+    member = member_in(request.user, thread.workspace_id)
+    session = thread.session
+    if member is None or not (member.is_admin or session.owner_id == member.id):
+        return HttpResponseForbidden("Only the person who started this session or a workspace admin can stop it.")
+    outcome = session_stop(session_id=session.id, member=member, via="web")
+    django_messages.info(request, f"Stop: {outcome}.")
     return redirect("dashboard:thread", thread_id=thread.id)
 
 

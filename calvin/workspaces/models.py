@@ -146,6 +146,8 @@ class Agent(models.Model):
         CLAUDE_CODE = "claude-code"  # the claude CLI, headless, resumed per turn
         COMMAND = "command"  # any executable: the prompt on stdin, stdout as the reply
         SCRIPT = "script"  # a file of MCP tool calls played through /mcp, for demos and tests
+        # Run by a person with issue_token's .mcp.json, outside Calvin: no host runs it.
+        EXTERNAL = "external"
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="agents")
     name = models.CharField(max_length=100)

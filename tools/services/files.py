@@ -2,6 +2,7 @@
 
 import mimetypes
 import os
+import tempfile
 import uuid
 
 from django.core.files import File
@@ -71,6 +72,54 @@ def file_copy_capped(*, handle, session_id: int) -> str:
     )
 
 
+def _copy_local(caller: Caller, path: str) -> tuple[str, str]:
+    """A session whose directory is on the gateway (an issue_token runner): read it here."""
+    opened = _open(caller, path)
+    with os.fdopen(opened.fd, "rb") as handle:
+        _check_size(opened.size, path)
+        # Cheap early answer, so a runner at its limit cannot make us copy 100 MiB files.
+        runner_refuse_if_spent(runner_id=caller.runner_id, tool="send_file")
+        # Copied now, under a generated name (the real one travels in the payload): the
+        # agent may change or delete its file before the worker runs.
+        return file_copy_capped(handle=handle, session_id=caller.session_id), opened.name
+
+
+class _CappedSink:
+    """Keeps at most 100 MiB + 1 byte of what a host sends, whatever it sends."""
+
+    def __init__(self, handle):
+        self.handle, self.remaining = handle, MAX_FILE_BYTES + 1
+
+    def write(self, data: bytes) -> None:
+        data = data[: max(self.remaining, 0)]
+        self.remaining -= len(data)
+        self.handle.write(data)
+
+
+def _copy_from_host(caller: Caller, path: str) -> tuple[str, str]:
+    """The session directory is on its host: the host opens the file (the same walk, against
+    its own directories) and sends the bytes over its connection."""
+    from sessions.host_link import HostRefused, HostUnavailable, host_request
+
+    runner_refuse_if_spent(runner_id=caller.runner_id, tool="send_file")
+    with tempfile.TemporaryFile() as spool:
+        try:
+            answer = host_request(
+                host_id=caller.host_id,
+                op="file.read",
+                arguments={"session": caller.session_id, "path": path},
+                sink=_CappedSink(spool),
+            )
+        except HostRefused as exc:
+            raise ToolRefused(str(exc)) from None
+        except HostUnavailable as exc:
+            raise ToolRefused(f"cannot read {path}: {exc}") from None
+        spool.seek(0)
+        stored = file_copy_capped(handle=spool, session_id=caller.session_id)
+    name = answer.get("name") if isinstance(answer.get("name"), str) else ""
+    return stored, os.path.basename(name)[:255] or os.path.basename(path)
+
+
 def _check_size(size: int, path: str) -> None:
     if size == 0:
         _refuse(f"{path} is empty")
@@ -108,24 +157,17 @@ def file_send(
     replaces the file's own name (NanoClaw's `filename`); `thread_id` sends it to a
     destination thread instead of the session's own.
     """
-    opened = _open(caller, path)
-    name = display_name or opened.name
+    stored, opened_name = _copy_from_host(caller, path) if caller.host_id else _copy_local(caller, path)
+    name = display_name or opened_name
     comment, title, alt_text = post.get("comment"), post.get("title"), post.get("alt_text")
-    with os.fdopen(opened.fd, "rb") as handle:
-        _check_size(opened.size, path)
-        # Cheap early answer, so a runner at its limit cannot make us copy 100 MiB files.
-        runner_refuse_if_spent(runner_id=caller.runner_id, tool="send_file")
+    try:
         scanner = secret_scanner_for(caller)
         # Names are outbound too: the file name and title are shown, the path is stored.
         refuse_secrets(
             what="the path, file name, comment, title or alt text",
             secrets=scanner,
-            content="\n".join(filter(None, [path, opened.name, name, comment, title, alt_text])),
+            content="\n".join(filter(None, [path, opened_name, name, comment, title, alt_text])),
         )
-        # Copied now, under a generated name (the real one travels in the payload): the
-        # agent may change or delete its file before the worker runs.
-        stored = file_copy_capped(handle=handle, session_id=caller.session_id)
-    try:
         # Every check below reads the copy, i.e. exactly the bytes that will be posted.
         size = default_storage.size(stored)
         _check_size(size, path)

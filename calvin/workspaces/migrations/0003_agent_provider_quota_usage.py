@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='agent',
             name='provider',
-            field=models.CharField(choices=[('claude-code', 'Claude Code'), ('command', 'Command'), ('script', 'Script')], default='claude-code', max_length=20),
+            field=models.CharField(choices=[('claude-code', 'Claude Code'), ('command', 'Command'), ('script', 'Script'), ('external', 'External')], default='claude-code', max_length=20),
         ),
         migrations.AddField(
             model_name='agent',

@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,10 +18,28 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from calvin.http_server import uvicorn_config
-from calvin.workspaces.services import demo_ensure
+from calvin.workspaces.services import demo_agent_ensure, demo_ensure
 from secrets_vault.crypto import new_key
+from sessions.hosts import host_create, host_token_reset
 from sessions.management.commands.issue_token import mcp_json_for
+from sessions.models import Host
 from sessions.services import runner_start
+
+LOCAL_HOST = "local"
+
+
+def claude_code_logged_in() -> bool:
+    """A `claude` on PATH with a login: then the demo agent is Claude Code, else a script."""
+    return bool(shutil.which("claude")) and (Path.home() / ".claude" / ".credentials.json").is_file()
+
+
+def local_host_token() -> str:
+    """The host `up` runs beside the gateway; a new token each start (the last one dies with it)."""
+    host = Host.objects.filter(name=LOCAL_HOST).first()
+    if host is None:
+        return host_create(name=LOCAL_HOST)[1]
+    return host_token_reset(host=host)
+
 
 # Celery warns against a worker running as root; on the machine `up` was started on, that
 # adds nothing and would scroll the printed block away.
@@ -67,15 +86,19 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         # A password is shown only to a terminal: a log file must not hold a working one.
         demo = demo_ensure(can_show_password=self.stdout.isatty())
+        claude_code = claude_code_logged_in()
+        talk = demo_agent_ensure(workspace=demo.workspace, owner=demo.session.owner, claude_code=claude_code)
         runner, token = runner_start(session=demo.session, host="localhost")
         base = settings.CALVIN_PUBLIC_URL.rstrip("/") or f"http://{host}:{port}"
         snippet = mcp_json_for(url=base, token=token, tool_sets=demo.session.agent.tool_sets)
         (settings.VAR_DIR / "demo.mcp.json").write_text(json.dumps(snippet, indent=2))
         (settings.VAR_DIR / "demo.mcp.json").chmod(0o600)
-        block = self._block(demo=demo, base=base, snippet=snippet)
+        block = self._block(demo=demo, base=base, snippet=snippet, talk=talk, claude_code=claude_code)
+        host_token = local_host_token()
 
         self._quiet_chatter()
         children = [] if settings.EMBEDDED else self._spawn_worker_and_beat()
+        children.append(self._spawn_host(base=f"http://{host}:{port}", token=host_token))
         if settings.EMBEDDED:
             self._start_embedded_worker_and_beat()
         # From here on uvicorn, worker and beat log only warnings and errors, and the block
@@ -94,7 +117,20 @@ class Command(BaseCommand):
         if not server.started:
             raise CommandError(f"the web server did not start on {host}:{port} (see above)")
 
-    def _block(self, *, demo, base: str, snippet: dict) -> str:
+    def _spawn_host(self, *, base: str, token: str) -> subprocess.Popen:
+        """The local host daemon: it dials the gateway like any other host (the token travels
+        in its environment, never on its command line)."""
+        manage = str(settings.BASE_DIR / "manage.py")
+        environment = {**os.environ, "CALVIN_HOST_TOKEN": token}
+        return subprocess.Popen(
+            [sys.executable, manage, "host", "--gateway", base, "--name", LOCAL_HOST],
+            cwd=settings.BASE_DIR,
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=open(settings.VAR_DIR / "host.log", "ab"),  # the child keeps it open
+        )
+
+    def _block(self, *, demo, base: str, snippet: dict, talk, claude_code: bool) -> str:
         admin = f"Admin:       {base}/admin/  user: {demo.admin_username}"
         set_password = f"{sys.executable} {settings.BASE_DIR / 'manage.py'} changepassword {demo.admin_username}"
         below = "\n" + " " * 13
@@ -110,8 +146,11 @@ class Command(BaseCommand):
                 f" mode {settings.CALVIN_MODE}).",
                 f"Dashboard:   {base}/",
                 admin,
-                f"Demo thread: {base}/threads/{demo.session.thread_id}/",
-                f".mcp.json for Claude Code (also in {settings.VAR_DIR / 'demo.mcp.json'}):",
+                f"Talk to an agent: {base}/threads/{talk.thread_id}/  (write a message; the demo agent is "
+                + ("Claude Code" if claude_code else "a script: log in to Claude Code here and restart for a real one")
+                + ")",
+                f"Your own agent's thread: {base}/threads/{demo.session.thread_id}/",
+                f".mcp.json for running Claude Code yourself (also in {settings.VAR_DIR / 'demo.mcp.json'}):",
                 json.dumps(snippet, indent=2),
                 "Calvin is running. Stop it with Ctrl+C.",
                 "",

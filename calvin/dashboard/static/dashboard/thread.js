@@ -47,6 +47,15 @@
     else box.insertAdjacentHTML("beforeend", data.html);
   }
 
+  // What the agent does right now, as plain text (textContent: never parsed as HTML).
+  const activity = document.getElementById("agent-activity");
+  function showActivity(event) {
+    if (!activity) return;
+    const labels = {started: "working…", finished: "", tool_use: `using ${event.name}`, tool_result: `${event.name} answered`};
+    activity.textContent = event.kind in labels ? labels[event.kind] : (event.text || "").slice(0, 200);
+    activity.dataset.kind = event.kind;
+  }
+
   function connect() {
     const ws = new WebSocket(`${scheme}://${location.host}${box.dataset.live}`);
     ws.onopen = () => {
@@ -56,6 +65,7 @@
     ws.onmessage = (event) => {
       const data = JSON.parse(event.data);
       if (data.reload) { location.replace(location.pathname); return; }  // missed too much: show the latest page
+      if (data.activity) { showActivity(data.activity); return; }
       if (typeof data.html !== "string") return;  // e.g. {"error": ...}
       show(data);
     };

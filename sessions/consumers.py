@@ -1,0 +1,182 @@
+"""/ws/host/: the one connection a host daemon keeps to the gateway.
+
+The daemon authenticates with its host token (Authorization: Bearer), registers, heartbeats,
+receives turns and stops, reports what its runners do, and answers host-local requests.
+Everything here is a thin adapter: sessions/hosts.py, scheduling.py and turns.py decide.
+"""
+
+import json
+import logging
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from sessions import hosts, scheduling, turns
+from sessions.host_link import HOSTS_GROUP
+
+log = logging.getLogger(__name__)
+
+UNAUTHORIZED = 4401  # unknown or revoked token: the daemon stops and says so
+REPLACED = 4409  # a newer connection of the same host took over
+MAX_PENDING_REQUESTS = 64
+
+
+def _bearer(scope) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else ""
+    return ""
+
+
+@database_sync_to_async
+def _host_id_for(token: str) -> int | None:
+    host = hosts.host_for_token(token) if token else None
+    return host.id if host else None
+
+
+class HostConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self):
+        self.host_id = await _host_id_for(_bearer(self.scope))
+        self.registered = False
+        self.pending: set[str] = set()  # reply channels of requests this host was sent
+        await self.accept()  # then close with a code: a bare 403 would look like "server down"
+        if self.host_id is None:
+            await self.close(code=UNAUTHORIZED)
+            return
+        await self.channel_layer.group_add(HOSTS_GROUP, self.channel_name)
+
+    async def disconnect(self, code):
+        if getattr(self, "host_id", None) is not None:
+            await self.channel_layer.group_discard(HOSTS_GROUP, self.channel_name)
+            await database_sync_to_async(hosts.host_disconnected)(host_id=self.host_id, channel_name=self.channel_name)
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        try:
+            content = json.loads(text_data) if text_data is not None else None
+        except ValueError:
+            content = None
+        if not isinstance(content, dict) or not isinstance(content.get("type"), str):
+            await self.send_json({"type": "error", "error": "each message is a JSON object with a type"})
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content, **kwargs):
+        if self.host_id is None:
+            return
+        kind = content["type"]
+        if kind == "register":
+            await self._register(content)
+        elif not self.registered:
+            await self.send_json({"type": "error", "error": "register first"})
+        elif kind == "heartbeat":
+            await self._heartbeat()
+        elif kind in ("turn.started", "turn.event", "turn.finished"):
+            await self._turn_report(kind, content)
+        elif kind in ("reply", "reply.chunk"):
+            await self._reply(content)
+        else:
+            await self.send_json({"type": "error", "error": f"unknown message type {kind[:40]!r}"})
+
+    async def _register(self, content):
+        def number(name, default=0):
+            value = content.get(name, default)
+            return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+        running = [t for t in content.get("running", []) if isinstance(t, int)]
+        runners = [
+            (r.get("session"), r.get("generation"))
+            for r in content.get("runners", [])
+            if isinstance(r, dict) and isinstance(r.get("session"), int) and isinstance(r.get("generation"), int)
+        ]
+        registration = await database_sync_to_async(hosts.host_register)(
+            host_id=self.host_id,
+            channel_name=self.channel_name,
+            capacity=number("capacity", 1),
+            version=str(content.get("version", "")),
+            sandbox=str(content.get("sandbox", "")),
+            running=running,
+            runners=runners,
+        )
+        self.registered = True
+        if registration.replaced_channel:
+            await self.channel_layer.send(
+                registration.replaced_channel, {"type": "host.close", "reason": "replaced", "code": REPLACED}
+            )
+        from django.conf import settings
+
+        await self.send_json(
+            {"type": "registered", "host": self.host_id, "heartbeat_seconds": settings.CALVIN_HOST_HEARTBEAT_SECONDS}
+        )
+        for turn in registration.stale_turns:
+            await self.send_json({"type": "stop", "turn": turn, "reason": "this turn runs elsewhere now"})
+        await self._claim()
+
+    async def _heartbeat(self):
+        alive = await database_sync_to_async(hosts.host_heartbeat)(host_id=self.host_id, channel_name=self.channel_name)
+        if not alive:
+            await self.close(code=UNAUTHORIZED)
+            return
+        # Every live host sweeps for lapsed ones: their turns run again without waiting for beat.
+        await database_sync_to_async(hosts.hosts_sweep)()
+        await self._claim()
+
+    async def _turn_report(self, kind, content):
+        turn_id = content.get("turn")
+        if not isinstance(turn_id, int):
+            return
+        if kind == "turn.started":
+            await database_sync_to_async(turns.turn_started)(
+                host_id=self.host_id,
+                turn_id=turn_id,
+                directory=str(content.get("directory", "")),
+                temp_directory=str(content.get("temp_directory", "")),
+            )
+        elif kind == "turn.event":
+            await database_sync_to_async(turns.turn_event)(
+                host_id=self.host_id, turn_id=turn_id, event=content.get("event")
+            )
+        else:
+            await database_sync_to_async(turns.turn_finish)(
+                host_id=self.host_id,
+                turn_id=turn_id,
+                status=str(content.get("status", "")),
+                reply=content.get("reply") if isinstance(content.get("reply"), str) else "",
+                error=content.get("error") if isinstance(content.get("error"), str) else "",
+                agent_session_id=content.get("agent_session_id") or "",
+            )
+            await self._claim()
+
+    async def _claim(self):
+        for message in await database_sync_to_async(scheduling.turns_claim)(host_id=self.host_id):
+            await self.send_json(message)
+
+    async def _reply(self, content):
+        """A host's answer goes only to a request this host was sent, never to a channel it names."""
+        reply_to = content.get("request")
+        if reply_to not in self.pending:
+            return
+        if content["type"] == "reply":
+            self.pending.discard(reply_to)
+        await self.channel_layer.send(reply_to, content)
+
+    # Channel-layer events from the gateway's other processes.
+
+    async def host_wake(self, event):
+        if self.registered:
+            await self._claim()
+
+    async def host_forward(self, event):
+        await self.send_json(event["message"])
+
+    async def host_request(self, event):
+        message = event["message"]
+        if len(self.pending) >= MAX_PENDING_REQUESTS:
+            await self.channel_layer.send(message["request"], {"type": "reply", "ok": False, "error": "host busy"})
+            return
+        self.pending.add(message["request"])
+        await self.send_json(message)
+
+    async def host_close(self, event):
+        await self.send_json({"type": "closing", "reason": event.get("reason", "")})
+        await self.close(code=event.get("code", UNAUTHORIZED))

@@ -1,0 +1,257 @@
+"""The host daemon: one per machine, one websocket out to the gateway, a runner per session.
+
+It holds its host token and nothing else of the gateway's (no database, no Redis). Over the
+connection it registers, heartbeats, runs the turns it is given, streams what the agents do,
+and answers host-local requests (send_file's bytes). What must not be lost (a turn's end)
+waits in an outbox across reconnects.
+"""
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import deque
+from pathlib import Path
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from sessions.host.files import file_read_answer
+from sessions.host.runner import SessionRunner
+from sessions.host.sandbox import Sandbox
+
+log = logging.getLogger("calvin.host")
+
+VERSION = "1"
+MCP_PATHS = {"calvin": "/mcp", "nanoclaw": "/mcp/nanoclaw"}
+UNAUTHORIZED = 4401
+MAX_MESSAGE = 16 * 1024 * 1024
+MAX_QUEUED_EVENTS = 1000
+
+
+class HostRefused(Exception):
+    """The gateway refused this host's token (unknown or revoked)."""
+
+
+class HostDaemon:
+    def __init__(self, *, gateway: str, token: str, name: str, capacity: int, state_dir: Path, hide=()):
+        base = gateway.rstrip("/")
+        self.mcp_base = base
+        self.ws_url = ("wss://" if base.startswith("https://") else "ws://") + base.split("://", 1)[1] + "/ws/host/"
+        self.token, self.name, self.capacity = token, name, capacity
+        self.sessions_root = state_dir / "sessions"
+        self.temp_root = state_dir / "tmp"
+        self.secrets_root = state_dir / "secrets"
+        self.agents_root = state_dir / "agents"
+        for root in (self.sessions_root, self.temp_root, self.secrets_root, self.agents_root):
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.sandbox = Sandbox.probe(hide=[state_dir, *hide])
+        self.runners: dict[int, SessionRunner] = {}
+        self.turn_sessions: dict[int, int] = {}  # running turn -> its session
+        self.tasks: set[asyncio.Task] = set()
+        self.outbox: deque[dict] = deque()
+        self.outbox_ready = asyncio.Event()
+        self.heartbeat_seconds = 10.0
+        self.connected = asyncio.Event()
+        self._ws = None
+        self._send_lock = asyncio.Lock()
+
+    # The connection
+
+    async def run(self) -> None:
+        """Connect, and reconnect with backoff, until the gateway refuses the token."""
+        backoff = 0.5
+        if self.sandbox.kind != "bwrap":
+            log.warning(
+                "no bubblewrap sandbox on this host (%s): agents run with process isolation only", self.sandbox.why
+            )
+        while True:
+            try:
+                async with connect(
+                    self.ws_url,
+                    additional_headers={"Authorization": f"Bearer {self.token}"},
+                    max_size=MAX_MESSAGE,
+                    open_timeout=10,
+                ) as ws:
+                    backoff = 0.5
+                    await self._serve(ws)
+            except HostRefused:
+                raise
+            except InvalidStatus as exc:
+                log.warning("the gateway answered %s; retrying", exc.response.status_code)
+            except (OSError, ConnectionClosed, TimeoutError) as exc:
+                log.warning("connection to the gateway lost (%s); retrying", exc)
+            self.connected.clear()
+            self._ws = None
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    async def _serve(self, ws) -> None:
+        self._ws = ws
+        await self._send(
+            {
+                "type": "register",
+                "name": self.name,
+                "capacity": self.capacity,
+                "version": VERSION,
+                "sandbox": self.sandbox.kind,
+                "running": sorted(self.turn_sessions),
+                "runners": [
+                    {"session": session_id, "generation": runner.generation}
+                    for session_id, runner in self.runners.items()
+                    if runner.generation is not None
+                ],
+            }
+        )
+        writer = asyncio.create_task(self._write_outbox())
+        heartbeat = asyncio.create_task(self._heartbeat())
+        try:
+            async for raw in ws:
+                try:
+                    message = json.loads(raw)
+                except (TypeError, ValueError):
+                    continue
+                if isinstance(message, dict):
+                    await self._handle(message)
+        finally:
+            writer.cancel()
+            heartbeat.cancel()
+            if ws.close_code == UNAUTHORIZED:
+                raise HostRefused(ws.close_reason or "the gateway refused this host's token (unknown or revoked)")
+
+    async def _send(self, message: dict) -> None:
+        async with self._send_lock:
+            await self._ws.send(json.dumps(message))
+
+    def post(self, message: dict) -> None:
+        """Queue a message for the gateway; it is sent when connected, in order."""
+        if message.get("type") == "turn.event":
+            if sum(1 for m in self.outbox if m.get("type") == "turn.event") >= MAX_QUEUED_EVENTS:
+                return  # live events are a view; a turn's end is never dropped
+        self.outbox.append(message)
+        self.outbox_ready.set()
+
+    async def _write_outbox(self) -> None:
+        while True:
+            await self.outbox_ready.wait()
+            while self.outbox:
+                message = self.outbox[0]
+                await self._send(message)  # a failure leaves it first in the outbox
+                self.outbox.popleft()
+            self.outbox_ready.clear()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            await self._send({"type": "heartbeat"})
+
+    # What the gateway sends
+
+    async def _handle(self, message: dict) -> None:
+        kind = message.get("type")
+        if kind == "registered":
+            self.heartbeat_seconds = float(message.get("heartbeat_seconds") or 10.0)
+            self.connected.set()
+        elif kind == "turn":
+            self._spawn(self._run_turn(message))
+        elif kind == "stop":
+            self._spawn(self._stop(message))
+        elif kind == "request":
+            self._spawn(self._answer(message))
+        elif kind in ("closing", "error"):
+            log.warning("gateway: %s", message.get("reason") or message.get("error"))
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.create_task(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _runner(self, session_id: int) -> SessionRunner:
+        runner = self.runners.get(session_id)
+        if runner is None:
+            runner = SessionRunner(
+                session_id=session_id,
+                sessions_root=self.sessions_root,
+                temp_root=self.temp_root,
+                secrets_root=self.secrets_root,
+                sandbox=self.sandbox,
+                emit=self._emit,
+            )
+            self.runners[session_id] = runner
+        return runner
+
+    async def _emit(self, message: dict) -> None:
+        self.post(message)
+
+    async def _run_turn(self, message: dict) -> None:
+        turn_id, session_id = message.get("turn"), message.get("session")
+        if not isinstance(turn_id, int) or not isinstance(session_id, int):
+            return
+        runner = self._runner(session_id)
+        self.turn_sessions[turn_id] = session_id
+        message["mcp_servers"] = {
+            name: self.mcp_base + MCP_PATHS[name] for name in message.get("tool_sets", []) if name in MCP_PATHS
+        }
+        timeout = float(message.get("timeout") or 3600)
+        try:
+            extra_path = await self._environment(message)
+            finished = await asyncio.wait_for(runner.run_turn(message, extra_path=extra_path), timeout)
+        except TimeoutError:
+            await runner.stop()
+            finished = _finished(turn_id, "failed", f"the turn ran longer than {timeout:g} s and was stopped")
+        except Exception as exc:  # a runner bug must still end the turn, or the session would hang
+            log.exception("turn %s failed on this host", turn_id)
+            finished = _finished(turn_id, "failed", f"the host could not run the turn: {exc}")
+        finally:
+            self.turn_sessions.pop(turn_id, None)
+        self.post(finished)
+
+    async def _environment(self, message: dict) -> list[str]:
+        """The agent's packages, built before its start when their version changed."""
+        spec = message.get("environment")
+        if not isinstance(spec, dict) or not isinstance(spec.get("agent"), int):
+            return []
+        from sessions.host.environment import environment_ensure
+
+        result = await environment_ensure(
+            prefix=self.agents_root / f"agent-{spec['agent']}" / "env",
+            version=int(spec.get("version") or 0),
+            apt=[p for p in spec.get("apt", []) if isinstance(p, str)],
+            npm=[p for p in spec.get("npm", []) if isinstance(p, str)],
+        )
+        if not result.ok:
+            text = f"The agent's packages could not be built; it runs with its previous environment. {result.error}"
+            self.post({"type": "turn.event", "turn": message["turn"], "event": {"kind": "error", "text": text}})
+            message["prompt"] = f"[system] {text}\n\n{message.get('prompt', '')}"
+        return list(result.bin_dirs)
+
+    async def _stop(self, message: dict) -> None:
+        session_id = message.get("session")
+        if not isinstance(session_id, int):
+            session_id = self.turn_sessions.get(message.get("turn"))
+        runner = self.runners.get(session_id) if isinstance(session_id, int) else None
+        if runner is not None:
+            await runner.stop()
+
+    async def _answer(self, message: dict) -> None:
+        if message.get("op") == "file.read":
+            await file_read_answer(
+                request=message, sessions_root=self.sessions_root, temp_root=self.temp_root, send=self._send
+            )
+        else:
+            await self._send(
+                {"type": "reply", "request": message.get("request"), "ok": False, "error": "unknown request"}
+            )
+
+    async def close(self) -> None:
+        """Stop every runner's agent (SIGTERM to the daemon ends its sessions' processes too)."""
+        await asyncio.gather(*(runner.stop() for runner in self.runners.values()), return_exceptions=True)
+        for task in list(self.tasks):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            if self._ws is not None:
+                await self._ws.close()
+
+
+def _finished(turn_id: int, status: str, error: str) -> dict:
+    return {"type": "turn.finished", "turn": turn_id, "status": status, "reply": "", "error": error}

@@ -1,0 +1,164 @@
+"""Hosts: their tokens, their connection to the gateway, and what happens when they go quiet.
+
+A host daemon dials out to /ws/host/ (sessions/consumers.py) with a token made here. The
+Host row records which connection speaks for it (the consumer's channel name), so any web
+process can reach it through the channel layer (sessions/host_link.py).
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from sessions.models import Host, Runner, Session, Turn
+from sessions.tokens import HOST_PREFIX, token_digest, token_new
+
+
+@transaction.atomic
+def host_create(*, name: str, workspace=None) -> tuple[Host, str]:
+    """A host and its token, which is shown once and stored only as a digest."""
+    token = token_new(HOST_PREFIX)
+    host = Host.objects.create(name=name, workspace=workspace, token_digest=token_digest(token), token_hint=token[:10])
+    return host, token
+
+
+@transaction.atomic
+def host_token_reset(*, host: Host) -> str:
+    """A new token for the host; the old one stops working and its connection is closed."""
+    token = token_new(HOST_PREFIX)
+    old_channel = host.channel_name
+    Host.objects.filter(id=host.id).update(
+        token_digest=token_digest(token), token_hint=token[:10], revoked_at=None, channel_name=""
+    )
+    if old_channel:
+        _close_on_commit(old_channel, "the host's token was replaced")
+    return token
+
+
+def host_for_token(token: str) -> Host | None:
+    if not token.startswith(HOST_PREFIX):
+        return None
+    return Host.objects.filter(token_digest=token_digest(token), revoked_at__isnull=True).first()
+
+
+@transaction.atomic
+def host_revoke(*, host_id: int) -> bool:
+    """Revoke the token and disconnect the host now; its turns go back to the queue."""
+    host = Host.objects.select_for_update().filter(id=host_id, revoked_at__isnull=True).first()
+    if host is None:
+        return False
+    channel = host.channel_name
+    Host.objects.filter(id=host_id).update(revoked_at=timezone.now(), channel_name="", last_heartbeat_at=None)
+    host_turns_requeue(host_id=host_id, reason="its host was revoked")
+    if channel:
+        _close_on_commit(channel, "the host's token was revoked")
+    return True
+
+
+def _close_on_commit(channel: str, reason: str) -> None:
+    from sessions.host_link import host_channel_send
+
+    transaction.on_commit(lambda: host_channel_send(channel, {"type": "host.close", "reason": reason}))
+
+
+@dataclass(frozen=True)
+class Registration:
+    stale_turns: list[int]  # turns the host still runs that are no longer its own: it stops them
+    replaced_channel: str  # an older connection of the same host, to be closed
+
+
+@transaction.atomic
+def host_register(
+    *, host_id: int, channel_name: str, capacity: int, version: str, sandbox: str, running: list[int], runners: list
+) -> Registration:
+    """The daemon said who it is. `running`: the turns it still runs; `runners`: the
+    (session, generation) pairs whose tokens it still holds (none after a restart)."""
+    host = Host.objects.select_for_update().get(id=host_id)
+    replaced = host.channel_name if host.channel_name != channel_name else ""
+    now = timezone.now()
+    Host.objects.filter(id=host_id).update(
+        channel_name=channel_name,
+        capacity=max(0, min(int(capacity), 1000)),
+        version=str(version)[:40],
+        sandbox=str(sandbox)[:20],
+        connected_at=now,
+        last_heartbeat_at=now,
+    )
+    still_ours = set(
+        Turn.objects.filter(host_id=host_id, status=Turn.Status.RUNNING).values_list("batch_id", flat=True)
+    )
+    stale = [turn for turn in running if turn not in still_ours]
+    # A runner whose token the host no longer holds (it restarted) cannot serve its session
+    # again: the next turn starts a new generation there.
+    held = {(int(s), int(g)) for s, g in runners}
+    for runner in Runner.objects.filter(host=host.name, revoked_at__isnull=True).only("id", "session_id", "generation"):
+        if (runner.session_id, runner.generation) not in held:
+            Runner.objects.filter(id=runner.id).update(revoked_at=now)
+    # Turns it was running but no longer reports (it restarted mid-turn) run again.
+    lost = Turn.objects.filter(host_id=host_id, status=Turn.Status.RUNNING).exclude(batch_id__in=running)
+    _requeue(lost, reason="its host restarted")
+    return Registration(stale_turns=stale, replaced_channel=replaced)
+
+
+def host_heartbeat(*, host_id: int, channel_name: str) -> bool:
+    """False when this connection no longer speaks for the host (revoked, or replaced)."""
+    return (
+        Host.objects.filter(id=host_id, channel_name=channel_name, revoked_at__isnull=True).update(
+            last_heartbeat_at=timezone.now()
+        )
+        == 1
+    )
+
+
+def host_disconnected(*, host_id: int, channel_name: str) -> None:
+    """The connection closed. Its turns stay its own until the heartbeat lapses: a host that
+    reconnects within the lapse carries on with them."""
+    Host.objects.filter(id=host_id, channel_name=channel_name).update(channel_name="")
+
+
+def _requeue(turns, *, reason: str) -> list[int]:
+    """Running turns back to the queue; their sessions leave the host and their runners end,
+    so the next host starts a new runner generation."""
+    rows = list(turns.select_for_update().values_list("id", "session_id"))
+    if not rows:
+        return []
+    ids = [turn_id for turn_id, _ in rows]
+    sessions = {session_id for _, session_id in rows}
+    Turn.objects.filter(id__in=ids).update(
+        status=Turn.Status.QUEUED, host=None, runner=None, batch=None, started_at=None, error=reason
+    )
+    Session.objects.filter(id__in=sessions).update(host=None, status=Session.Status.QUEUED)
+    Runner.objects.filter(session_id__in=sessions, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    from sessions.scheduling import hosts_wake_on_commit
+
+    hosts_wake_on_commit()
+    return sorted(sessions)
+
+
+def host_turns_requeue(*, host_id: int, reason: str) -> list[int]:
+    return _requeue(Turn.objects.filter(host_id=host_id, status=Turn.Status.RUNNING), reason=reason)
+
+
+def hosts_lapsed(*, now: datetime | None = None):
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.CALVIN_HOST_LAPSE_SECONDS)
+    return Host.objects.filter(last_heartbeat_at__lt=cutoff)
+
+
+@transaction.atomic
+def hosts_sweep(*, now: datetime | None = None) -> list[int]:
+    """Hosts whose heartbeat lapsed lose their turns (they run elsewhere) and their
+    connection slot. Returns the sessions queued again."""
+    requeued = []
+    for host in hosts_lapsed(now=now).select_for_update(skip_locked=True):
+        Host.objects.filter(id=host.id).update(channel_name="", last_heartbeat_at=None)
+        requeued += host_turns_requeue(host_id=host.id, reason=f"its host {host.name} stopped answering")
+    return requeued
+
+
+def host_is_live(host: Host, *, now: datetime | None = None) -> bool:
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.CALVIN_HOST_LAPSE_SECONDS)
+    return bool(
+        host.channel_name and host.revoked_at is None and host.last_heartbeat_at and host.last_heartbeat_at >= cutoff
+    )

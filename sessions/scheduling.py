@@ -1,0 +1,140 @@
+"""Which host runs which turn: claims that hold however many hosts and web processes ask.
+
+A host's consumer claims for its own host only, when it registers, heartbeats, finishes a
+turn, or is woken because a turn was queued. A claim locks candidate sessions with
+SKIP LOCKED, so two hosts never take the same session, and takes every queued turn of the
+session at once, in order: messages that arrived during a turn reach the next one together.
+"""
+
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q
+from django.utils import timezone
+
+from calvin.workspaces.models import Agent
+from sessions.hosts import host_is_live
+from sessions.models import Host, Message, Runner, Session, Turn
+
+
+def hosts_wake_on_commit() -> None:
+    """Tell every connected host's consumer that there may be work (after the commit that made it)."""
+
+    def wake():
+        from sessions.host_link import hosts_wake
+
+        hosts_wake()
+
+    transaction.on_commit(wake)
+
+
+def _running_sessions(**filters) -> int:
+    return Turn.objects.filter(status=Turn.Status.RUNNING, **filters).values("session_id").distinct().count()
+
+
+def _candidates(host: Host, limit: int) -> list[Session]:
+    queued = Turn.objects.filter(session=OuterRef("pk"), status=Turn.Status.QUEUED)
+    running = Turn.objects.filter(session=OuterRef("pk"), status=Turn.Status.RUNNING)
+    sessions = (
+        Session.objects.filter(Exists(queued), ~Exists(running))
+        .filter(Q(host__isnull=True) | Q(host=host))
+        .exclude(agent__provider=Agent.Provider.EXTERNAL)  # a person runs that agent, not a host
+    )
+    if host.workspace_id:
+        sessions = sessions.filter(workspace_id=host.workspace_id)
+    # Oldest waiting first; locked rows another claimer holds are skipped, not waited for.
+    return list(sessions.select_for_update(skip_locked=True, of=("self",)).order_by("updated_at", "id")[:limit])
+
+
+@transaction.atomic
+def turns_claim(*, host_id: int) -> list[dict]:
+    """Claim queued work for one host: the turn messages to send it (empty when none)."""
+    host = Host.objects.select_for_update().get(id=host_id)  # one claim per host at a time
+    if not host_is_live(host):
+        return []
+    free = host.capacity - _running_sessions(host_id=host_id)
+    if free <= 0:
+        return []
+    claimed = []
+    for session in _candidates(host, free):
+        turn = _claim_session(host, session)
+        if turn is not None:
+            claimed.append(turn)
+    return claimed
+
+
+def _claim_session(host: Host, session: Session) -> dict | None:
+    from calvin.workspaces.quotas import quota_concurrent_refusal, quota_turn_take
+
+    turns = list(session.turns.filter(status=Turn.Status.QUEUED).order_by("id"))
+    if session.host_id is None:  # a session new to this host starts only within its workspace's quota
+        waiting = quota_concurrent_refusal(
+            workspace_id=session.workspace_id, running=_running_sessions(session__workspace_id=session.workspace_id)
+        )
+        if waiting:
+            _tell_once(session, turns[0], waiting)
+            return None
+    refused = quota_turn_take(workspace_id=session.workspace_id)
+    if refused:
+        _fail(session, turns, refused)
+        return None
+    first = turns[0]
+    runner, token = _runner_for(session, host)
+    now = timezone.now()
+    Turn.objects.filter(id__in=[t.id for t in turns]).update(
+        status=Turn.Status.RUNNING,
+        host=host,
+        runner=runner,
+        batch=first,
+        started_at=now,
+        error="",
+        attempts=F("attempts") + 1,
+    )
+    Session.objects.filter(id=session.id).update(host=host, status=Session.Status.RUNNING, updated_at=now)
+    from sessions.turn_messages import turn_message
+
+    return turn_message(session=session, turns=turns, runner=runner, token=token)
+
+
+def _runner_for(session: Session, host: Host) -> tuple[Runner, str | None]:
+    """The session's runner on this host, or a new generation (with its token) when it has none."""
+    from sessions.services import runner_start
+
+    current = session.runners.filter(revoked_at__isnull=True, host=host.name).order_by("-generation").first()
+    if current is not None:
+        return current, None
+    return runner_start(session=session, host=host.name)
+
+
+def _tell_once(session: Session, turn: Turn, text: str) -> None:
+    """Say why a turn waits, once per turn (claims are retried on every heartbeat)."""
+    if turn.error == text:
+        return
+    Turn.objects.filter(id=turn.id).update(error=text)
+    from sessions.services import system_notice_post
+
+    system_notice_post(thread_id=session.thread_id, text=f"Waiting: {text}")
+
+
+def _fail(session: Session, turns: list[Turn], text: str) -> None:
+    Turn.objects.filter(id__in=[t.id for t in turns]).update(
+        status=Turn.Status.FAILED, error=text, finished_at=timezone.now()
+    )
+    Session.objects.filter(id=session.id).update(status=Session.Status.IDLE)
+    from sessions.services import system_notice_post
+
+    system_notice_post(thread_id=session.thread_id, text=f"Not run: {text}")
+
+
+def turn_prompt(turns: list[Turn]) -> str:
+    """The batch's messages, in the order they arrived."""
+    messages = Message.objects.filter(id__in=[t.prompt_id for t in turns if t.prompt_id]).select_related(
+        "member", "sender_agent"
+    )
+    parts = []
+    for message in sorted(messages, key=lambda m: m.id):
+        if message.author == Message.Author.SYSTEM:
+            parts.append(f"[system] {message.text}")
+        elif message.sender_agent_id:
+            parts.append(f"[from agent {message.sender_agent.name}] {message.text}")
+        else:
+            parts.append(message.text)
+    return "\n\n".join(parts)

@@ -1,0 +1,10 @@
+"""Periodic work of the sessions app (thin: the services decide)."""
+
+from celery import shared_task
+
+from sessions.hosts import hosts_sweep
+
+
+@shared_task(name="sessions.tasks.sweep_hosts")
+def sweep_hosts() -> int:
+    return len(hosts_sweep())

@@ -1,0 +1,64 @@
+"""What a host is sent for a turn: everything its runner needs, and nothing it must not hold.
+
+The host holds no database credentials, so the turn carries the session's configuration:
+the prompt, the runner's token (only when a new generation starts), the provider, the
+instructions file, the secrets in the session's scope, and the agent's environment.
+"""
+
+from django.conf import settings
+
+from sessions.instructions import session_instructions_text
+from sessions.models import Runner, Session, Turn
+
+
+def _provider(session: Session) -> dict:
+    agent = session.agent
+    return {
+        "kind": agent.provider if agent else "claude-code",
+        "command": list(agent.provider_command or []) if agent else [],
+        "script": agent.provider_script if agent else "",
+        "model": session.model if session.model != "default" else (agent.model if agent else "default"),
+        "permission_mode": session.permission_mode,
+        "resume": session.agent_session_id,
+    }
+
+
+def _secrets(session: Session) -> list[dict]:
+    from secrets_vault.services import session_secrets
+
+    rows = session_secrets(session_id=session.id, workspace_id=session.workspace_id, agent_id=session.agent_id)
+    return [{"name": secret.name, "value": value, "file": secret.as_file} for secret, value in rows]
+
+
+def _environment(session: Session) -> dict | None:
+    agent = session.agent
+    if agent is None or not (agent.apt_packages or agent.npm_packages):
+        return None
+    return {
+        "agent": agent.id,
+        "version": agent.environment_version,
+        "apt": list(agent.apt_packages),
+        "npm": list(agent.npm_packages),
+    }
+
+
+def turn_message(*, session: Session, turns: list[Turn], runner: Runner, token: str | None) -> dict:
+    from sessions.scheduling import turn_prompt
+
+    runner_part = {"generation": runner.generation}
+    if token:
+        runner_part["token"] = token
+    return {
+        "type": "turn",
+        "turn": turns[0].id,
+        "turns": [t.id for t in turns],
+        "session": session.id,
+        "prompt": turn_prompt(turns),
+        "runner": runner_part,
+        "tool_sets": list(session.agent.tool_sets) if session.agent else ["calvin", "nanoclaw"],
+        "provider": _provider(session),
+        "instructions": session_instructions_text(session),
+        "secrets": _secrets(session),
+        "environment": _environment(session),
+        "timeout": settings.CALVIN_TURN_TIMEOUT_SECONDS,
+    }

@@ -1,0 +1,146 @@
+"""What hosts report about the turns they run, and Stop.
+
+Every report names the turn (the first of its batch) and is applied only while that batch
+is still running on the reporting host: a host that lost its turns (its heartbeat lapsed
+and they ran elsewhere) changes nothing with a late report.
+"""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from sessions.models import Session, Turn
+
+log = logging.getLogger(__name__)
+
+MAX_REPLY = 40_000
+MAX_EVENT_TEXT = 4_000
+EVENT_KINDS = ("text", "tool_use", "tool_result", "error")
+FINISHED = {"done": Turn.Status.DONE, "failed": Turn.Status.FAILED, "stopped": Turn.Status.STOPPED}
+
+
+def _batch(*, host_id: int, turn_id: int):
+    return Turn.objects.filter(batch_id=turn_id, host_id=host_id, status=Turn.Status.RUNNING)
+
+
+def _session_of(*, host_id: int, turn_id: int) -> Session | None:
+    turn = _batch(host_id=host_id, turn_id=turn_id).select_related("session").first()
+    return turn.session if turn else None
+
+
+def _redacted(session: Session, text: str) -> str:
+    """What the agent says goes to people: never a secret value in the clear."""
+    from secrets_vault.scanner import scanner_for
+    from secrets_vault.services import session_secret_pairs
+
+    if not text:
+        return text
+    pairs = session_secret_pairs(session_id=session.id, workspace_id=session.workspace_id, agent_id=session.agent_id)
+    return scanner_for(pairs).redact(text) if pairs else text
+
+
+@transaction.atomic
+def turn_started(*, host_id: int, turn_id: int, directory: str, temp_directory: str) -> bool:
+    """The agent's process started. The session's directories are where its host put them."""
+    session = _session_of(host_id=host_id, turn_id=turn_id)
+    if session is None:
+        return False
+    Session.objects.filter(id=session.id).update(
+        directory=str(directory)[:500], temp_directory=str(temp_directory)[:500]
+    )
+    _activity(session.thread_id, {"kind": "started", "text": "working"})
+    return True
+
+
+def turn_event(*, host_id: int, turn_id: int, event: dict) -> bool:
+    """A streamed event of the provider: shown live on the thread's pages, not stored."""
+    if not isinstance(event, dict) or event.get("kind") not in EVENT_KINDS:
+        return False
+    session = _session_of(host_id=host_id, turn_id=turn_id)
+    if session is None:
+        return False
+    text = event.get("text") if isinstance(event.get("text"), str) else ""
+    name = event.get("name") if isinstance(event.get("name"), str) else ""
+    _activity(
+        session.thread_id,
+        {"kind": event["kind"], "text": _redacted(session, text[:MAX_EVENT_TEXT]), "name": name[:200]},
+    )
+    return True
+
+
+def _activity(thread_id: int, event: dict) -> None:
+    from calvin.dashboard.events import group_send_quietly, thread_group
+
+    transaction.on_commit(lambda: group_send_quietly(thread_group(thread_id), {"type": "thread.activity", **event}))
+
+
+@transaction.atomic
+def turn_finish(
+    *,
+    host_id: int,
+    turn_id: int,
+    status: str,
+    reply: str = "",
+    error: str = "",
+    agent_session_id: str = "",
+) -> bool:
+    """The turn ended: its reply goes to the thread, an error or a stop is said there too."""
+    turns = list(_batch(host_id=host_id, turn_id=turn_id).select_for_update().select_related("session"))
+    if not turns or status not in FINISHED:
+        return False
+    session = turns[0].session
+    now = timezone.now()
+    stopped_by = next((t.error for t in turns if t.error.startswith("stopped by")), "")
+    Turn.objects.filter(id__in=[t.id for t in turns]).update(
+        status=FINISHED[status], finished_at=now, error=(stopped_by or str(error))[:2000]
+    )
+    more = session.turns.filter(status=Turn.Status.QUEUED).exists()
+    updates = {"status": Session.Status.QUEUED if more else Session.Status.IDLE}
+    if isinstance(agent_session_id, str) and agent_session_id:
+        updates["agent_session_id"] = agent_session_id[:100]
+    Session.objects.filter(id=session.id).update(**updates)
+    seconds = (now - min(t.started_at or now for t in turns)).total_seconds()
+    from calvin.workspaces.quotas import quota_agent_seconds_add
+
+    quota_agent_seconds_add(workspace_id=session.workspace_id, seconds=seconds)
+    from sessions.services import agent_reply_post, system_notice_post
+
+    if isinstance(reply, str) and reply.strip():
+        agent_reply_post(session=session, text=_redacted(session, reply[:MAX_REPLY]))
+    if status == "stopped":
+        system_notice_post(thread_id=session.thread_id, text=f"Stopped ({stopped_by or 'the turn was stopped'}).")
+    elif status == "failed":
+        system_notice_post(
+            thread_id=session.thread_id,
+            text=f"The agent failed: {_redacted(session, str(error)[:2000]) or 'no reason given'}",
+        )
+    _activity(session.thread_id, {"kind": "finished", "text": status})
+    return True
+
+
+@transaction.atomic
+def session_stop(*, session_id: int, member=None, via: str = "web") -> str:
+    """Stop: the running turn's whole process tree ends on its host, queued messages are
+    dropped from the queue (they stay in the thread). Returns what to tell the person."""
+    session = Session.objects.select_for_update().get(id=session_id)
+    who = f"stopped by {member}" if member else f"stopped from {via}"
+    queued = Turn.objects.filter(session=session, status=Turn.Status.QUEUED).update(
+        status=Turn.Status.STOPPED, error=who, finished_at=timezone.now()
+    )
+    running = Turn.objects.filter(session=session, status=Turn.Status.RUNNING)
+    batch = running.values_list("batch_id", "host_id").first()
+    if batch is None:
+        Session.objects.filter(id=session.id).update(status=Session.Status.IDLE)
+        if queued:
+            from sessions.services import system_notice_post
+
+            system_notice_post(thread_id=session.thread_id, text=f"Stopped ({who}) before the agent started.")
+            return "stopped before the agent started"
+        return "the agent is not running"
+    running.update(error=who)
+    turn_id, host_id = batch
+    from sessions.host_link import host_send
+
+    transaction.on_commit(lambda: host_send(host_id, {"type": "stop", "session": session.id, "turn": turn_id}))
+    return "stopping"

@@ -1,0 +1,225 @@
+"""Agents actually run: real host daemons over the real /ws/host/, the script provider
+driving the real MCP endpoints, a real Celery worker applying the effects."""
+
+import time
+
+import pytest
+
+from calvin.workspaces.models import Member
+from sessions.hosts import host_revoke
+from sessions.models import Host, Message, Runner, Session, Turn
+from sessions.services import message_post_by_person, session_start
+from tests.conftest import wait_for
+from tests.sessions.host_processes import (
+    agent_texts,
+    commanded,
+    host_start,
+    scripted,
+    system_texts,
+    wait_connected,
+)
+from tools.models import ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CARD = {
+    "server": "calvin",
+    "tool": "post_card",
+    "arguments": {"spec": {"root": "c", "elements": {"c": {"type": "Card", "props": {"title": "from {prompt}"}}}}},
+}
+
+
+@pytest.fixture(autouse=True)
+def quick_heartbeats(settings):
+    settings.CALVIN_HOST_HEARTBEAT_SECONDS = 0.5
+    settings.CALVIN_HOST_LAPSE_SECONDS = 3.0
+
+
+@pytest.fixture
+def hosts(gateway, tmp_path):
+    started = []
+
+    def start(name: str, **options):
+        handle = host_start(gateway=gateway, name=name, directory=tmp_path / name, **options)
+        started.append(handle)
+        return handle
+
+    yield start
+    for handle in started:
+        handle.stop()
+
+
+def new_session(workspace, title="t"):
+    owner = Member.objects.filter(workspace=workspace).first()
+    return session_start(workspace=workspace, owner=owner, title=title)
+
+
+def say(session: Session, text: str) -> Message:
+    return message_post_by_person(thread=session.thread, member=session.owner, text=text)
+
+
+def test_a_message_in_a_web_thread_makes_the_agent_work_and_reply(hosts, workspace, celery_worker):
+    session = new_session(workspace)
+    scripted(session.agent, [CARD, {"reply": "got: {prompt}"}])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "hello")
+    wait_for(lambda: agent_texts(session) == ["got: hello"], timeout=30)
+    # The card went through the real /mcp with the runner's token, and the worker posted it.
+    call = ToolCall.objects.get(session=session, tool="post_card")
+    wait_for(lambda: Message.objects.filter(tool_call=call).exists(), timeout=20)
+    turn = Turn.objects.get(session=session)
+    assert turn.status == Turn.Status.DONE and turn.host_id == host.host.id and turn.attempts == 1
+    session.refresh_from_db()
+    assert session.status == Session.Status.IDLE and session.host_id == host.host.id
+    # The session directory is the host's, not the gateway's.
+    assert session.directory == str(host.session_directory(session.id))
+    assert (host.session_directory(session.id) / ".mcp.json").exists()
+
+
+def test_twenty_turns_on_two_hosts_none_runs_twice(hosts, workspace):
+    sessions = [new_session(workspace, f"s{i}") for i in range(20)]
+    scripted(sessions[0].agent, [{"reply": "done {prompt}"}])
+    first, second = hosts("a", capacity=3), hosts("b", capacity=3)
+    for i, session in enumerate(sessions):
+        say(session, f"#{i}")
+    wait_connected(first, second)
+    for i, session in enumerate(sessions):
+        wait_for(lambda s=session, i=i: agent_texts(s) == [f"done #{i}"], timeout=90)
+    turns = Turn.objects.filter(session__in=sessions)
+    assert turns.count() == 20
+    assert set(turns.values_list("status", flat=True)) == {Turn.Status.DONE}
+    assert set(turns.values_list("attempts", flat=True)) == {1}
+    # Both hosts worked, and no session had more than one runner.
+    assert set(turns.values_list("host__name", flat=True)) == {"a", "b"}
+    assert Runner.objects.filter(session__in=sessions).count() == 20
+
+
+def test_a_host_killed_mid_turn_its_turn_completes_on_another_host_as_a_new_generation(hosts, workspace):
+    session = new_session(workspace)
+    scripted(session.agent, [{"sleep": 4}, {"reply": "finished {prompt}"}])
+    doomed = hosts("doomed")
+    wait_connected(doomed)
+    say(session, "work")
+    wait_for(lambda: Turn.objects.filter(session=session, status=Turn.Status.RUNNING).exists(), timeout=20)
+    first_runner = Runner.objects.get(session=session)
+    doomed.kill()  # SIGKILL: no goodbye, only a heartbeat that stops
+    survivor = hosts("survivor")
+    wait_connected(survivor)
+    wait_for(lambda: agent_texts(session) == ["finished work"], timeout=40)
+    turn = Turn.objects.get(session=session)
+    assert turn.status == Turn.Status.DONE and turn.host.name == "survivor" and turn.attempts == 2
+    runners = list(Runner.objects.filter(session=session).order_by("generation"))
+    assert [r.generation for r in runners] == [1, 2]
+    assert runners[0].id == first_runner.id and runners[0].revoked_at is not None
+    assert runners[1].host == "survivor" and turn.runner_id == runners[1].id
+
+
+def test_messages_sent_during_a_turn_reach_the_next_turn_in_order(hosts, workspace):
+    session = new_session(workspace)
+    scripted(session.agent, [{"sleep": 2}, {"reply": "got: {prompt}"}])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "one")
+    wait_for(lambda: Turn.objects.filter(session=session, status=Turn.Status.RUNNING).exists(), timeout=20)
+    for text in ("two", "three", "four"):
+        say(session, text)
+    wait_for(lambda: len(agent_texts(session)) == 2, timeout=40)
+    assert agent_texts(session) == ["got: one", "got: two\n\nthree\n\nfour"]
+    assert Turn.objects.filter(session=session, status=Turn.Status.DONE).count() == 4
+
+
+def test_send_file_comes_from_the_host_whose_session_root_the_gateway_does_not_share(
+    hosts, workspace, celery_worker, settings
+):
+    session = new_session(workspace)
+    scripted(session.agent, [{"server": "calvin", "tool": "send_file", "arguments": {"path": "{prompt}"}}])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "warm-up.txt")  # the first turn makes the session directory on the host
+    wait_for(lambda: Turn.objects.filter(session=session, status=Turn.Status.DONE).exists(), timeout=30)
+    directory = host.session_directory(session.id)
+    (directory / "report.txt").write_bytes(b"made on the host\n")
+    assert directory != settings.CALVIN_SESSIONS_DIR / f"session-{session.id}"
+    assert not (settings.CALVIN_SESSIONS_DIR / f"session-{session.id}" / "report.txt").exists()
+    other = new_session(workspace, "other")
+    other_directory = host.session_directory(other.id)
+    other_directory.mkdir(parents=True)
+    (other_directory / "private.txt").write_text("not yours")
+
+    say(session, "report.txt")
+    call = wait_for(lambda: ToolCall.objects.filter(session=session, tool="send_file").first(), timeout=30)
+    message = wait_for(lambda: Message.objects.filter(tool_call=call).first(), timeout=20)
+    assert message.file.read() == b"made on the host\n" and message.file_name == "report.txt"
+
+    say(session, f"../session-{other.id}/private.txt")
+    wait_for(lambda: Turn.objects.filter(session=session, status=Turn.Status.DONE).count() == 3, timeout=30)
+    assert ToolCall.objects.filter(session=session, tool="send_file").count() == 1
+
+
+def test_a_host_token_revoked_in_the_admin_disconnects_the_host(hosts, admin_client):
+    host = hosts("revoked")
+    wait_connected(host)
+    response = admin_client.post(
+        "/admin/agent_sessions/host/",
+        {"action": "revoke", "_selected_action": [host.host.id]},
+    )
+    assert response.status_code == 302
+    assert host.process.wait(timeout=20) != 0
+    assert "refused" in host.output()
+    assert Host.objects.get(id=host.host.id).channel_name == ""
+    assert host_revoke(host_id=host.host.id) is False  # once
+
+
+def test_stop_ends_a_process_tree_that_forked_children(hosts, workspace, client):
+    session = new_session(workspace)
+    seconds = 100_000 + time.time_ns() % 100_000  # unique: its sleeps are found by their argument
+    marker = f"sleep {seconds}"
+    # A shell that forks a subshell ignoring SIGTERM (with a sleep of its own), and another sleep.
+    commanded(session.agent, ["sh", "-c", f'(trap "" TERM; {marker}.5) & {marker} & wait'])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "go")
+    wait_for(lambda: Turn.objects.filter(session=session, status=Turn.Status.RUNNING).exists(), timeout=20)
+    wait_for(lambda: _pids_with(marker), timeout=10)
+    client.force_login(session.owner.user)
+    response = client.post(f"/threads/{session.thread_id}/stop/")
+    assert response.status_code == 302
+    wait_for(lambda: not _pids_with(marker), timeout=10)
+    wait_for(lambda: any(t.startswith("Stopped (stopped by") for t in system_texts(session)), timeout=10)
+    assert Turn.objects.get(session=session).status == Turn.Status.STOPPED
+
+
+def test_stop_is_for_the_owner_or_an_admin(workspace, client, django_user_model):
+    session = new_session(workspace)
+    user = django_user_model.objects.create_user("member", password="pw-member-123")
+    Member.objects.create(workspace=workspace, user=user, role=Member.Role.MEMBER)
+    client.force_login(user)
+    assert client.post(f"/threads/{session.thread_id}/stop/").status_code == 403
+
+
+def test_a_turns_quota_refuses_with_its_message(hosts, workspace):
+    workspace.quota.turns_per_day = 0
+    workspace.quota.save()
+    session = new_session(workspace)
+    scripted(session.agent, [{"reply": "should not run"}])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "hi")
+    wait_for(lambda: any("turns per day" in t for t in system_texts(session)), timeout=20)
+    assert agent_texts(session) == []
+    assert Turn.objects.get(session=session).status == Turn.Status.FAILED
+
+
+def _pids_with(marker: str) -> list[int]:
+    import os
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read().replace(b"\0", b" "):
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
