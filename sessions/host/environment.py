@@ -39,7 +39,6 @@ CURRENT = "current"
 FAILED = "failed.json"  # the last failed build: its version, why, and when
 OUTPUT_KEEP = 64 * 1024  # bytes of a subprocess's output kept while it runs
 ERROR_TAIL = 2_000  # characters of that output in an error text
-KILL_WAIT = 5  # seconds to wait for a killed build's process to be reaped
 LOCK_POLL = 0.1  # seconds between tries for the build lock (a blocking flock could not be cancelled)
 
 # PATH entries inside the current environment, in PATH order.
@@ -240,30 +239,38 @@ async def _run(argv: list[str], deadline: float, env: dict[str, str] | None = No
     """Run argv (never a shell) in its own process group; the code is None when the deadline passed.
 
     Returns the tail of stdout and stderr together. On timeout or cancellation the whole group is
-    killed, so a child npm or apt left behind cannot keep running.
+    killed, so a child npm or apt left behind cannot keep running. The output pipe is our own, not
+    asyncio's: its wait() would also wait for every holder of the pipe, a child that left the group too.
     """
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
+            stdout=write_fd,
+            stderr=write_fd,
             start_new_session=True,
             env={**os.environ, **env} if env else None,
         )
     except OSError as exc:
+        os.close(read_fd)
         raise BuildFailed(f"{argv[0]} could not start on this host: {exc.strerror or exc}") from None
+    finally:
+        os.close(write_fd)
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), open(read_fd, "rb", 0))
     kept = bytearray()
     timed_out = finished = False
 
     async def read_all() -> None:
-        while chunk := await proc.stdout.read(65536):
+        while chunk := await reader.read(65536):
             kept.extend(chunk)
             del kept[:-OUTPUT_KEEP]
         await proc.wait()
 
     try:
-        await asyncio.wait_for(read_all(), timeout=max(0.0, deadline - asyncio.get_running_loop().time()))
+        await asyncio.wait_for(read_all(), timeout=max(0.0, deadline - loop.time()))
         finished = True
     except TimeoutError:
         timed_out = True
@@ -271,8 +278,8 @@ async def _run(argv: list[str], deadline: float, env: dict[str, str] | None = No
         if not finished:  # timed out or cancelled: the leader may be gone, a child holding the pipe not
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(TimeoutError):  # bounded: a child that left the group may hold the pipe
-                await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_WAIT)
+            await asyncio.shield(proc.wait())  # the leader is killed: prompt
+        transport.close()
     return (None if timed_out else proc.returncode), kept.decode("utf-8", "replace")
 
 

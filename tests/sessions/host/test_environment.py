@@ -3,6 +3,7 @@
 import asyncio
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import time
@@ -162,6 +163,13 @@ def test_a_timeout_kills_the_process_group_and_output_is_bounded():
     while alive(int(output.split()[0])) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(int(output.split()[0])), "a timeout must kill the whole process group"
+
+    # A child that left the group (setsid) survives the kill and holds the pipe: the build still ends.
+    started = time.monotonic()
+    code, output = asyncio.run(run(["sh", "-c", "setsid sleep 60 & echo $!; wait"], 0.5))
+    escaped = int(output.split()[0])
+    os.kill(escaped, signal.SIGKILL)  # ours: started by this test
+    assert code is None and time.monotonic() - started < 5, "the wait must not depend on who holds the pipe"
 
     code, output = asyncio.run(run(["sh", "-c", "yes 0123456789 | head -c 1000000"], 30))
     assert code == 0 and 0 < len(output) <= env.OUTPUT_KEEP
