@@ -1,0 +1,335 @@
+"""One session's runner on its host: prepares the session directory and runs each turn's agent.
+
+The agent runs in a clean environment (never the host's own, which holds the host token),
+in a process group of its own, under resource limits, inside the sandbox where there is
+one. A turn ends when the agent's main process ends; what it left running ends with it.
+Stop ends the whole tree: SIGTERM, then SIGKILL after a grace.
+"""
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from sessions.host.providers import LINE_LIMIT, REPO, Outcome, Provider, ProviderError, provider_for
+from sessions.host.sandbox import Sandbox, limit_resources, private_directory, write_private
+from sessions.host.stream_json import bounded
+
+STOP_GRACE = 3.0
+DRAIN_TIMEOUT = 5.0
+STDERR_TAIL = 2000
+INSTRUCTIONS_FILE = "CLAUDE.md"
+SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SYSTEM_PATH = ["/usr/local/bin", "/usr/bin", "/bin"]
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """state, ppid, pgrp, session, ... of a process (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read().decode(errors="replace")
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()  # the command name may hold spaces and parentheses
+
+
+def alive(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def process_tree(leader: int, known: set[int] = frozenset()) -> set[int]:
+    """The agent's live processes: its process group and session (they outlive their
+    parents), every descendant (under bwrap the agent runs in a session of its own, below
+    bwrap), and those `known` from an earlier look (a child that left the session and lost
+    its parent since)."""
+    parents, members = {}, set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(int(entry))
+        if fields is None or fields[0] in ("Z", "X"):
+            continue
+        pid, ppid, pgrp, session = int(entry), int(fields[1]), int(fields[2]), int(fields[3])
+        parents[pid] = ppid
+        if leader in (pgrp, session) or pid == leader or pid in known:
+            members.add(pid)
+    ancestors = members | {leader}  # a dead leader's children still name it as their parent
+    while children := {pid for pid, ppid in parents.items() if ppid in ancestors and pid not in members}:
+        members |= children
+        ancestors |= children
+    return members
+
+
+def signal_tree(leader: int, sig: int, seen: set[int]) -> set[int]:
+    """Signal the tree; `seen` collects every process found, for the next round."""
+    pids = process_tree(leader, seen)
+    seen |= pids
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(leader, sig)  # members forked since the scan
+    except (ProcessLookupError, PermissionError):
+        pass
+    return pids
+
+
+async def end_tree(leader: int, grace: float = STOP_GRACE) -> None:
+    """SIGTERM to the whole tree; SIGKILL to what is left after `grace` seconds.
+
+    Without bwrap, a process that put itself in a new session after its parent ended is out
+    of reach (nothing ties it to the agent any more); bwrap's pid namespace leaves none.
+    """
+    loop = asyncio.get_running_loop()
+    deadline, seen = loop.time() + grace, set()
+    while grace > 0 and signal_tree(leader, signal.SIGTERM, seen) and loop.time() < deadline:
+        await asyncio.sleep(0.05)  # signalled again each round: children forked meanwhile get it too
+    for _ in range(100):
+        if not signal_tree(leader, signal.SIGKILL, seen):
+            return
+        await asyncio.sleep(0.02)
+
+
+async def exited(process: asyncio.subprocess.Process) -> int:
+    """The main process's exit status, as soon as it ends: `Process.wait()` also waits for
+    the pipes to close, which a child it left running may hold open."""
+    while process.returncode is None:
+        await asyncio.sleep(0.02)
+    return process.returncode
+
+
+async def _tail(stream: asyncio.StreamReader, limit: int = STDERR_TAIL) -> str:
+    kept = b""
+    while chunk := await stream.read(65536):
+        kept = (kept + chunk)[-limit:]
+    return kept.decode(errors="replace").strip()
+
+
+async def _feed(stdin: asyncio.StreamWriter | None, data: bytes | None) -> None:
+    if stdin is None:
+        return
+    try:
+        if data:
+            stdin.write(data)
+            await stdin.drain()
+        stdin.close()
+        await stdin.wait_closed()
+    except (OSError, RuntimeError):
+        pass  # the agent did not read its prompt: its own business
+
+
+class SessionRunner:
+    def __init__(
+        self,
+        *,
+        session_id: int,
+        sessions_root: Path,
+        temp_root: Path,
+        secrets_root: Path,
+        sandbox: Sandbox,
+        emit: Callable[[dict], Awaitable[None]],
+        claude_home: Path | None = None,
+    ):
+        self.session_id = int(session_id)
+        self.directory = Path(sessions_root) / f"session-{self.session_id}"
+        self.temp_directory = Path(temp_root) / f"session-{self.session_id}"
+        self.secrets_directory = Path(secrets_root) / f"session-{self.session_id}"
+        self.sandbox = sandbox
+        self.emit = emit
+        # Claude Code keeps its login and transcripts under the host user's HOME.
+        self.claude_home = Path(claude_home) if claude_home else Path.home()
+        self.generation: int | None = None
+        self.busy = False
+        self._token = ""
+        self._process: asyncio.subprocess.Process | None = None
+        self._stop_requested = False
+        self._stopped = False  # stop() found the agent still running (or not yet started)
+
+    async def run_turn(self, turn: dict, *, extra_path=(), reveal=()) -> dict:
+        """Run one turn's agent; returns the turn.finished message.
+
+        `extra_path` goes first on the agent's PATH; `reveal` names directories the sandbox
+        shows read-only although they lie under a hidden place (an agent's package prefix,
+        whole, when `extra_path` names its bin directories). `extra_path` is revealed too.
+        """
+        number = turn.get("turn")
+        if self.busy:
+            return self._finished(number, Outcome("failed", error="This session's runner is already running a turn"))
+        self.busy, self._stop_requested, self._stopped = True, False, False
+        try:
+            outcome = await self._run(turn, number, list(extra_path), [*extra_path, *reveal])
+        finally:
+            self.busy, self._process = False, None
+        if self._stopped:
+            outcome = Outcome("stopped", agent_session_id=outcome.agent_session_id)
+        return self._finished(number, outcome)
+
+    async def stop(self) -> bool:
+        """End the running turn's whole process tree; False when no turn was running."""
+        if not self.busy:
+            return False
+        self._stop_requested = True
+        process = self._process
+        if process is None or process.returncode is None:
+            self._stopped = True
+        if process is not None and process.returncode is None:
+            await end_tree(process.pid)
+        return True
+
+    def _finished(self, number, outcome: Outcome) -> dict:
+        return {
+            "type": "turn.finished",
+            "turn": number,
+            "status": outcome.status,
+            "reply": outcome.reply,
+            "error": outcome.error,
+            "agent_session_id": outcome.agent_session_id,
+        }
+
+    async def _run(self, turn: dict, number, extra_path: list[str], reveal: list) -> Outcome:
+        try:
+            self._take_token(turn.get("runner") or {})
+            secrets = self._prepare(turn)
+            provider = provider_for(
+                turn.get("provider") or {},
+                prompt=str(turn.get("prompt") or ""),
+                directory=self.directory,
+                temp_directory=self.temp_directory,
+                mcp_servers=turn.get("mcp_servers") or {},
+                claude_home=self.claude_home,
+                sandboxed=self.sandbox.kind == "bwrap",
+            )
+        except (ProviderError, OSError, RuntimeError) as error:
+            return Outcome("failed", error=str(error))
+        outcome = await self._run_process(provider, secrets, number, extra_path, reveal)
+        fresh = provider.fresh() if outcome.retry_fresh else None
+        if fresh is not None and not self._stop_requested:
+            # Resumed elsewhere, the conversation's transcript stays on the host that had it.
+            note = "The earlier Claude Code conversation is not on this host; starting a new one."
+            await self._event(number, {"kind": "error", "text": note})
+            outcome = await self._run_process(fresh, secrets, number, extra_path, reveal)
+        return outcome
+
+    def _take_token(self, runner: dict) -> None:
+        generation = runner.get("generation")
+        if runner.get("token"):
+            self.generation, self._token = generation, str(runner["token"])
+        elif not self._token or generation != self.generation:
+            raise RuntimeError(f"This host holds no token for runner generation {generation} of this session")
+
+    def _prepare(self, turn: dict) -> dict[str, str]:
+        """The session directory's .mcp.json and instructions, and the secrets; returns the
+        secrets' environment."""
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_directory(self.temp_directory)
+        private_directory(self.secrets_directory)
+        servers = {
+            name: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {self._token}"}}
+            for name, url in (turn.get("mcp_servers") or {}).items()
+        }
+        write_private(self.directory, ".mcp.json", json.dumps({"mcpServers": servers}, indent=2))
+        if turn.get("instructions"):
+            write_private(self.directory, INSTRUCTIONS_FILE, str(turn["instructions"]), mode=0o644)
+        return self._write_secrets(turn.get("secrets") or [])
+
+    def _write_secrets(self, secrets: list[dict]) -> dict[str, str]:
+        """NAME=value for each secret; a file secret's value goes in a 0600 file outside the
+        session directory and NAME holds its path. Files of secrets gone from scope go too."""
+        environment, files = {}, set()
+        for secret in secrets:
+            name, value = str(secret.get("name") or ""), str(secret.get("value") or "")
+            if not SECRET_NAME.fullmatch(name):
+                raise RuntimeError(f"A secret's name is not a variable name: {name[:40]!r}")
+            if secret.get("file"):
+                environment[name] = str(write_private(self.secrets_directory, name, value))
+                files.add(name)
+            else:
+                environment[name] = value
+        for stale in self.secrets_directory.iterdir():
+            if stale.name not in files:
+                stale.unlink()
+        return environment
+
+    def _environment(self, provider: Provider, secrets: dict[str, str], extra_path: list[str]) -> dict[str, str]:
+        path = [*extra_path, str(REPO / "bin"), os.path.dirname(sys.executable), *SYSTEM_PATH]
+        base = {
+            "PATH": os.pathsep.join(dict.fromkeys(path)),
+            "HOME": str(provider.home or self.directory),
+            "TMPDIR": str(self.temp_directory),
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "TERM": "dumb",
+        }
+        return {**secrets, **provider.env, **base}  # a secret cannot replace what the runner sets
+
+    async def _run_process(self, provider: Provider, secrets: dict[str, str], number, extra_path, reveal) -> Outcome:
+        if self._stop_requested:
+            return Outcome("stopped")
+        argv = self.sandbox.wrap(
+            provider.argv,
+            directory=self.directory,
+            temp_directory=self.temp_directory,
+            secrets_directory=self.secrets_directory,
+            home_binds=provider.home_binds,
+            reveal=(*provider.reveal, *reveal),
+        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if provider.stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self.directory,
+                env=self._environment(provider, secrets, extra_path),
+                start_new_session=True,
+                preexec_fn=limit_resources,
+                limit=LINE_LIMIT,
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as error:
+            return Outcome("failed", error=f"The agent could not start: {error}")
+        self._process = process
+        try:
+            await self.emit(
+                {
+                    "type": "turn.started",
+                    "turn": number,
+                    "session": self.session_id,
+                    "pid": process.pid,
+                    "directory": str(self.directory.resolve()),
+                    "temp_directory": str(self.temp_directory.resolve()),
+                }
+            )
+            if self._stop_requested:  # stop() came while the process was being started
+                await end_tree(process.pid)
+            feeding = asyncio.ensure_future(_feed(process.stdin, provider.stdin))
+            stderr = asyncio.ensure_future(_tail(process.stderr))
+            reading = asyncio.ensure_future(provider.consume(process.stdout, lambda e: self._event(number, e)))
+            returncode = await exited(process)
+            # Whatever the agent left running would hold its output open and outlive the turn.
+            await end_tree(process.pid, grace=0)
+            stderr_tail = await self._drain(reading, feeding, stderr, asyncio.ensure_future(process.wait()))
+        except BaseException:
+            await end_tree(process.pid, grace=0)
+            raise
+        return provider.outcome(returncode, bounded(stderr_tail, STDERR_TAIL))
+
+    async def _drain(self, reading, feeding, stderr, closed) -> str:
+        """The output already written; bounded, because a process that escaped the tree
+        (see end_tree) could keep the pipes open."""
+        done, pending = await asyncio.wait([reading, feeding, stderr, closed], timeout=DRAIN_TIMEOUT)
+        for task in pending:
+            task.cancel()
+        for task in done:
+            task.result()  # an emit that failed fails the turn
+        return stderr.result() if stderr in done else ""
+
+    async def _event(self, number, event: dict) -> None:
+        await self.emit({"type": "turn.event", "turn": number, "event": event})

@@ -1,0 +1,65 @@
+"""bwrap: an agent reads and writes its own session, and cannot see another's or the host's state."""
+
+from pathlib import Path
+
+from sessions.host.sandbox import Sandbox
+from tests.sessions.host import Roots, a_turn, run_turn, shell
+
+
+def test_bwrap_works_on_this_host(tmp_path):
+    sandbox = Sandbox.probe([tmp_path])
+    assert (sandbox.kind, sandbox.why) == ("bwrap", ""), "scripts/test installs bubblewrap: it must work here"
+
+
+def prying(roots: Roots, other: Path, other_secret: Path, host_state: Path) -> str:
+    """Commands that look at another session and at the host's state; `;` so each one runs."""
+    return (
+        f"cat {other}/notes.txt ../session-1/notes.txt {roots.temp}/session-1/scratch.txt {other_secret}"
+        f" {host_state}/host-token; echo '== sessions'; ls -a {roots.sessions}; echo '== others';"
+        f" ls {roots.temp} {roots.secrets}; echo '== own'; echo mine > own.txt && cat own.txt; echo $TMPDIR;"
+        f" echo t > $TMPDIR/t && cat $TMPDIR/t; echo x > {roots.sessions.parent}/outside.txt"
+    )
+
+
+def section(reply: str, name: str) -> list[str]:
+    return reply.split(f"== {name}\n", 1)[1].split("==", 1)[0].split()
+
+
+def test_an_agent_cannot_read_another_sessions_directory(tmp_path):
+    roots = Roots(tmp_path)
+    host_state = tmp_path / "host-state"
+    host_state.mkdir()
+    (host_state / "host-token").write_text("cvn_host-secret")
+    sandbox = Sandbox.probe([*roots.hidden(), host_state])
+    assert sandbox.kind == "bwrap", sandbox.why
+
+    first, _ = roots.runner(1, sandbox)
+    secrets = [{"name": "FIRST_KEY", "value": "first-session-key", "file": True}]
+    finished = run_turn(first, a_turn(shell("echo first-notes > notes.txt; cat notes.txt"), secrets=secrets))
+    assert (finished["status"], finished["reply"]) == ("done", "first-notes")  # its own: read and write
+    (first.temp_directory / "scratch.txt").write_text("first-scratch")
+    other_secret = first.secrets_directory / "FIRST_KEY"
+    assert other_secret.read_text() == "first-session-key"
+
+    second, _ = roots.runner(2, sandbox)
+    finished = run_turn(second, a_turn(shell(prying(roots, first.directory, other_secret, host_state)), session=2))
+    reply = finished["reply"]
+    for leaked in ("first-notes", "first-scratch", "first-session-key", "cvn_host-secret", "session-1"):
+        assert leaked not in reply, reply
+    assert section(reply, "sessions") == [".", "..", "session-2"]
+    assert section(reply, "own") == ["mine", str(second.temp_directory), "t"]
+    assert (second.directory / "own.txt").read_text() == "mine\n"
+    assert not (tmp_path / "outside.txt").exists()  # the rest of the system is read-only
+
+    # The same agent without the sandbox sees it all: the test above is about bwrap, not luck.
+    unconfined, _ = roots.runner(2, roots.none())
+    bare = run_turn(unconfined, a_turn(shell(prying(roots, first.directory, other_secret, host_state)), session=2))
+    for leaked in ("first-notes", "first-scratch", "first-session-key", "cvn_host-secret", "session-1"):
+        assert leaked in bare["reply"]
+
+
+def test_wrap_without_bwrap_leaves_the_command_as_it_is(tmp_path):
+    sandbox = Sandbox.none("no bwrap here")
+    argv = ["sh", "-c", "true"]
+    wrapped = sandbox.wrap(argv, directory=tmp_path, temp_directory=tmp_path, secrets_directory=tmp_path)
+    assert wrapped == argv and sandbox.why == "no bwrap here"
