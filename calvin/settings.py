@@ -7,6 +7,8 @@ With DATABASE_URL and REDIS_URL it runs as separate, scalable processes.
 
 import base64
 import binascii
+import fnmatch
+import re
 import secrets
 import sys
 from pathlib import Path
@@ -195,7 +197,11 @@ else:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels.layers.InMemoryChannelLayer",
-            "CONFIG": {"channel_capacity": HOST_REPLY_CAPACITY},
+            # Unlike channels_redis, Channels' in-memory layer does not compile its capacity
+            # patterns: give it compiled (pattern, capacity) pairs.
+            "CONFIG": {
+                "channel_capacity": [(re.compile(fnmatch.translate(p)), n) for p, n in HOST_REPLY_CAPACITY.items()]
+            },
         }
     }
 

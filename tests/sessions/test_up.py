@@ -141,9 +141,19 @@ def check_working_platform(base: str, output: str, var: Path, password: str) -> 
             "/accounts/login/", data={"username": "admin", "password": password, "csrfmiddlewaretoken": csrf}
         )
         assert "Demo session" in home.text
-        thread = re.search(r'href="(/threads/\d+/)"', home.text).group(1)
+        thread = re.search(r"Your own agent's thread: \S+(/threads/\d+/)", output).group(1)
         # The worker applies the card; the thread page shows it.
         wait_for(lambda: "Hello from up" in http.get(thread).text, timeout=20)
+
+        # The local host runs the demo agent: a message in its thread makes it work (no logged-in
+        # Claude Code here, so it is the script: a card and a file through the real tools, a reply).
+        talk = re.search(r"Talk to an agent: \S+(/threads/\d+/)", output).group(1)
+        page = http.get(talk).text
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+        http.post(f"{talk}reply/", data={"text": "hi there", "csrfmiddlewaretoken": csrf})
+        # Its reply comes at the end of its turn; the card and the file once the worker applied them.
+        shown = ("I am Calvin&#x27;s demo agent", "You said: hi there", "CLAUDE.md")
+        wait_for(lambda: all(part in http.get(talk).text for part in shown), timeout=60)
 
 
 def assert_block_is_last(output: str) -> None:
