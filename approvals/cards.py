@@ -23,6 +23,16 @@ SECTION_TEXT = 3000  # Slack: a section's text
 FIELD_TEXT = 2000  # Slack: one field of a section
 HEADER_TEXT = 150  # Slack: a header's text
 CONTEXT_TEXT = 2000  # Slack: a context element's text
+CARD_BLOCKS = 50  # Slack: blocks in one message
+# What a pending card takes besides the arguments: header, the asking line, who-asked fields,
+# two dividers, the buttons and their note. The arguments get the rest of Slack's 50.
+ARGUMENT_BLOCKS_MAX = CARD_BLOCKS - 7
+
+# A Claude Code permission prompt (tools/services/approval_prompts.py): the tool it asks about is
+# in the details, so the title names it.
+PERMISSION_PROMPT = "approval_prompt"
+# What stands on a permission prompt's card where its input held a secret's value.
+HIDDEN_SECRET = "[secret value hidden]"
 
 TITLES = {
     "create_agent": "create an agent",
@@ -125,7 +135,37 @@ def _any(details: dict) -> list[dict]:
     return [{"kind": "text", "text": "Arguments:\n" + text}]
 
 
-ARGUMENTS = {"create_agent": _create_agent, "install_packages": _install_packages, "add_mcp_server": _add_mcp_server}
+def _approval_prompt(details: dict) -> list[dict]:
+    """The tool Claude Code wants to use and its input in full, as JSON (what runs once allowed)."""
+    fields = [{"label": "Tool", "value": quoted(details["tool_name"])}]
+    if details.get("tool_use_id"):
+        fields.append({"label": "Tool use id", "value": quoted(details["tool_use_id"])})
+    text = visible(json.dumps(details["input"], ensure_ascii=False, indent=2), keep_newlines=True)
+    items = [{"kind": "fields", "items": fields}, {"kind": "text", "text": "Input:\n" + text}]
+    if details.get("secrets_hidden"):
+        items.append(
+            {
+                "kind": "text",
+                "text": f"The input holds the value of a secret of this session, shown here as {HIDDEN_SECRET}. "
+                "If allowed, the tool runs with the real value.",
+            }
+        )
+    return items
+
+
+ARGUMENTS = {
+    "create_agent": _create_agent,
+    "install_packages": _install_packages,
+    "add_mcp_server": _add_mcp_server,
+    PERMISSION_PROMPT: _approval_prompt,
+}
+
+
+def title_of(approval: PendingApproval) -> str:
+    """What the card says the agent asks to do."""
+    if approval.kind == PERMISSION_PROMPT:
+        return "use " + visible(str(approval.details.get("tool_name", "a tool")))
+    return TITLES.get(approval.kind, approval.kind)
 
 
 def outcome(approval: PendingApproval) -> str | None:
@@ -149,7 +189,7 @@ def outcome(approval: PendingApproval) -> str | None:
 def card_items(approval: PendingApproval) -> list[dict]:
     session = approval.session
     agent = session.agent.name if session.agent else "(no agent)"
-    title = TITLES.get(approval.kind, approval.kind)
+    title = title_of(approval)
     items = [
         {"kind": "header", "text": f"Approval {'needed' if approval.status == S.PENDING else 'request'}: {title}"},
         {"kind": "text", "text": f"Agent {agent} asks to {title}."},
@@ -230,10 +270,15 @@ def card_slack_blocks(items: list[dict]) -> list[dict]:
     return blocks
 
 
+def argument_blocks(kind: str, details: dict) -> list[dict]:
+    """The Slack blocks a request's arguments take on its card (a tool checks they fit before it asks)."""
+    return card_slack_blocks(ARGUMENTS.get(kind, _any)(details))
+
+
 def approval_card(approval: PendingApproval) -> dict:
     """{items, blocks, text}: the web rendering, Slack's, and Slack's notification text."""
     items = card_items(approval)
     note = outcome(approval)
-    title = TITLES.get(approval.kind, approval.kind)
+    title = title_of(approval)
     text = f"Approval needed: {title}" if note is None else f"{title}: {note}"
     return {"items": items, "blocks": card_slack_blocks(items), "text": text[:300]}

@@ -85,6 +85,12 @@ VALID_CALLS = {
         "send_file": {"path": "ok.txt", "comment": "c", "title": "t", "alt_text": "a"},
         "post_card": {"spec": _card()},
         "request_secret": {"name": "API_TOKEN", "reason": "To call the staging API", "file": False},
+        # Waits for a decision nobody makes: the test's short bound keeps the corpus run short.
+        "approval_prompt": {
+            "tool_name": "Bash",
+            "input": {"command": "ls -la", "description": "List files"},
+            "tool_use_id": "toolu_01",
+        },
     },
     "nanoclaw": {
         "send_message": {"text": "t", "to": "thread"},

@@ -26,6 +26,9 @@ OFFERED = {
         "request_secret": SERVED,
         "preview": SERVED,
         "unpreview": SERVED,
+        # Issue 8, not seed 000: Claude Code's permission prompts, wherever a Claude Code runner runs.
+        # Listed only to callers whose provider is claude-code (tools.server.GatewayServer).
+        "approval_prompt": EVERY_MODE,
     },
     NANOCLAW: {
         "send_message": EVERY_MODE,

@@ -35,6 +35,7 @@ EFFECTS = {
     ("calvin", "post_card"): "tools.effects.post_card_effect",
     ("calvin", "send_file"): "tools.effects.send_file_effect",
     ("calvin", "request_secret"): "tools.effects.post_card_effect",
+    ("calvin", "approval_prompt"): "tools.services.approval_prompts.approval_prompt_effect",
     ("nanoclaw", "send_file"): "tools.effects.send_file_effect",
     ("nanoclaw", "send_message"): "tools.services.messages.send_message_effect",
     ("nanoclaw", "edit_message"): "tools.services.messages.edit_message_effect",

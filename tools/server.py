@@ -19,9 +19,14 @@ from tools.asgi_json import send_json_response
 from tools.auth import SCOPE_KEY, RunnerTokenAuth, caller_from_context
 from tools.availability import CALVIN, NANOCLAW, tool_offered
 from tools.http_limits import McpPostOnly
+from tools.services import approval_prompts
 from tools.services.common import refusal_redacted
 
 PATHS = {CALVIN: "/mcp", NANOCLAW: "/mcp/nanoclaw"}
+
+# Tools only the runners of some providers call: tools/list shows them to those callers alone,
+# and each one's service refuses a call from anyone else.
+FOR_PROVIDERS = {approval_prompts.TOOL: approval_prompts.PROVIDERS}
 
 INSTRUCTIONS = {
     CALVIN: (
@@ -45,8 +50,18 @@ def _tool_modules(server: str):
 
 
 class GatewayServer(MCPServer):
-    """The SDK's server, but a rejected argument's error text (which quotes the value the
-    agent sent) is redacted against the session's secrets before it goes back."""
+    """The SDK's server, but tools/list shows a caller only the tools its provider uses, and a
+    rejected argument's error text (which quotes the value the agent sent) is redacted
+    against the session's secrets before it goes back."""
+
+    async def _handle_list_tools(self, ctx, params):
+        listed = await super()._handle_list_tools(ctx, params)
+        request = getattr(ctx, "request", None)
+        caller = request.scope.get(SCOPE_KEY) if request is not None else None
+        if caller is None:  # in-process, not over HTTP (tests, docs): no runner, so every tool
+            return listed
+        tools = [t for t in listed.tools if caller.provider in FOR_PROVIDERS.get(t.name, (caller.provider,))]
+        return listed.model_copy(update={"tools": tools})
 
     async def call_tool(self, name, arguments, context=None):
         try:

@@ -287,7 +287,8 @@ def test_a_destination_in_another_workspace_is_refused(workspace):
 
 def test_an_agent_given_only_calvin_gets_403_from_nanoclaw(agent):
     AgentConfig.objects.filter(id=agent.session.agent_id).update(tool_sets=["calvin"])
-    assert {t.name for t in agent.list_tools()} == {"send_file", "post_card", "request_secret"}
+    # The default agent runs Claude Code, so approval_prompt is listed too.
+    assert {t.name for t in agent.list_tools()} == {"send_file", "post_card", "request_secret", "approval_prompt"}
     response = httpx2.post(
         agent.nanoclaw.url,
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},

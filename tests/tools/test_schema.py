@@ -39,10 +39,12 @@ def test_post_card_schema(agent):
     assert "An invalid spec is refused with the list of problems" in tool.description
 
 
+# In-process there is no runner, so approval_prompt (listed over HTTP to Claude Code runners
+# only, tests/tools/test_approval_prompt.py) is listed in every mode.
 LISTED = {
-    "one-machine": {"send_file", "post_card"},
-    "self-hosted": {"send_file", "post_card", "request_secret"},
-    "hosted": {"send_file", "post_card", "request_secret"},
+    "one-machine": {"send_file", "post_card", "approval_prompt"},
+    "self-hosted": {"send_file", "post_card", "request_secret", "approval_prompt"},
+    "hosted": {"send_file", "post_card", "request_secret", "approval_prompt"},
 }
 
 
@@ -69,14 +71,16 @@ SEED_TABLE = {
     "preview": (False, True, True),
     "unpreview": (False, True, True),
 }
+# Beyond the seed's table, from later issues: Claude Code's permission prompts (issue 8).
+LATER = {"approval_prompt": (True, True, True)}
 
 
-@pytest.mark.parametrize("name", SEED_TABLE)
+@pytest.mark.parametrize("name", {**SEED_TABLE, **LATER})
 def test_availability_follows_the_seed_table(name):
     modes = ("one-machine", "self-hosted", "hosted")
-    assert tuple(tool_offered(name, mode) for mode in modes) == SEED_TABLE[name]
+    assert tuple(tool_offered(name, mode) for mode in modes) == {**SEED_TABLE, **LATER}[name]
 
 
 def test_no_tool_is_offered_that_the_seed_does_not_list():
-    assert set(OFFERED["calvin"]) == set(SEED_TABLE)
+    assert set(OFFERED["calvin"]) == set(SEED_TABLE) | set(LATER)
     assert not tool_offered("delete_everything", "hosted")
