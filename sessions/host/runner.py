@@ -296,6 +296,7 @@ class SessionRunner:
         except (OSError, ValueError, subprocess.SubprocessError) as error:
             return Outcome("failed", error=f"The agent could not start: {error}")
         self._process = process
+        tasks: list[asyncio.Future] = []
         try:
             await self.emit(
                 {
@@ -309,27 +310,34 @@ class SessionRunner:
             )
             if self._stop_requested:  # stop() came while the process was being started
                 await end_tree(process.pid)
-            feeding = asyncio.ensure_future(_feed(process.stdin, provider.stdin))
             stderr = asyncio.ensure_future(_tail(process.stderr))
-            reading = asyncio.ensure_future(provider.consume(process.stdout, lambda e: self._event(number, e)))
+            tasks = [
+                stderr,
+                asyncio.ensure_future(_feed(process.stdin, provider.stdin)),
+                asyncio.ensure_future(provider.consume(process.stdout, lambda e: self._event(number, e))),
+            ]
             returncode = await exited(process)
             # Whatever the agent left running would hold its output open and outlive the turn.
             await end_tree(process.pid, grace=0)
-            stderr_tail = await self._drain(reading, feeding, stderr, asyncio.ensure_future(process.wait()))
+            await self._drain(process, tasks)
         except BaseException:
             await end_tree(process.pid, grace=0)
+            for task in tasks:
+                task.cancel()
             raise
-        return provider.outcome(returncode, bounded(stderr_tail, STDERR_TAIL))
+        return provider.outcome(returncode, bounded(stderr.result(), STDERR_TAIL) if stderr.done() else "")
 
-    async def _drain(self, reading, feeding, stderr, closed) -> str:
-        """The output already written; bounded, because a process that escaped the tree
-        (see end_tree) could keep the pipes open."""
-        done, pending = await asyncio.wait([reading, feeding, stderr, closed], timeout=DRAIN_TIMEOUT)
+    async def _drain(self, process: asyncio.subprocess.Process, tasks: list[asyncio.Future]) -> None:
+        """Read what the agent wrote before it ended; bounded, because a process that escaped
+        the tree (see end_tree) could keep the pipes open."""
+        tasks = [*tasks, asyncio.ensure_future(process.wait())]
+        done, pending = await asyncio.wait(tasks, timeout=DRAIN_TIMEOUT)
         for task in pending:
             task.cancel()
+        if pending:
+            process._transport.close()  # no public way to let go of pipes another process holds
         for task in done:
             task.result()  # an emit that failed fails the turn
-        return stderr.result() if stderr in done else ""
 
     async def _event(self, number, event: dict) -> None:
         await self.emit({"type": "turn.event", "turn": number, "event": event})

@@ -2,6 +2,7 @@
 by a session runner inside the sandbox."""
 
 import json
+import os
 
 import pytest
 
@@ -109,3 +110,16 @@ def test_a_conversation_from_another_host_starts_fresh_and_says_so(tmp_path, scr
     note = "The earlier Claude Code conversation is not on this host; starting a new one."
     assert {"kind": "error", "text": note} in events_of(emitted)
     assert [m["type"] for m in emitted].count("turn.started") == 2
+
+
+def test_bypass_permissions_runs_as_root_only_inside_bwrap(tmp_path, scratch_home):
+    """The CLI refuses bypassPermissions as root unless it runs in a sandbox; bwrap is one."""
+    roots = Roots(tmp_path)
+    turn = a_turn({"kind": "claude-code", "permission_mode": "bypassPermissions"}, session=7)
+    sandboxed, _ = roots.runner(7, roots.bwrap(), claude_home=scratch_home)
+    assert run_turn(sandboxed, turn)["error"] == NOT_LOGGED_IN
+    if os.geteuid() == 0:
+        bare, _ = roots.runner(7, roots.none(), claude_home=scratch_home)
+        finished = run_turn(bare, turn)
+        assert finished["status"] == "failed"
+        assert "cannot be used with root/sudo privileges" in finished["error"], finished

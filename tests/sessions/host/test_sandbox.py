@@ -1,5 +1,6 @@
 """bwrap: an agent reads and writes its own session, and cannot see another's or the host's state."""
 
+import uuid
 from pathlib import Path
 
 from sessions.host.sandbox import Sandbox
@@ -56,6 +57,20 @@ def test_an_agent_cannot_read_another_sessions_directory(tmp_path):
     bare = run_turn(unconfined, a_turn(shell(prying(roots, first.directory, other_secret, host_state)), session=2))
     for leaked in ("first-notes", "first-scratch", "first-session-key", "cvn_host-secret", "session-1"):
         assert leaked in bare["reply"]
+
+
+def test_the_agent_has_a_private_tmp(tmp_path):
+    roots = Roots(tmp_path)
+    hosts_file = Path("/tmp") / f"calvin-host-file-{uuid.uuid4().hex}"
+    hosts_file.write_text("the host's own")
+    try:
+        runner, _ = roots.runner(1, roots.bwrap())
+        script = f"cat {hosts_file}; ls -A /tmp /var/tmp; echo agent > /tmp/agent-file && cat /tmp/agent-file"
+        finished = run_turn(runner, a_turn(shell(script)))
+    finally:
+        hosts_file.unlink()
+    assert finished["reply"].split() == ["/tmp:", "/var/tmp:", "agent"], finished
+    assert not Path("/tmp/agent-file").exists()
 
 
 def test_wrap_without_bwrap_leaves_the_command_as_it_is(tmp_path):
