@@ -50,9 +50,15 @@ def _card_refresh_later(approval_id: int) -> None:
     queue_on_commit(refresh_approval_card, approval_id)
 
 
+# Answered to the waiting tool call itself: a system message too would queue an extra turn.
+ANSWERED_IN_CALL = ("approval_prompt",)
+
+
 def _tell_agent(approval: PendingApproval, text: str) -> None:
     from sessions.services import inbox_post
 
+    if approval.kind in ANSWERED_IN_CALL:
+        return
     inbox_post(session=approval.session, text=text)
 
 

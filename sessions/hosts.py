@@ -15,6 +15,8 @@ from django.utils import timezone
 from sessions.models import Host, Runner, Session, Turn
 from sessions.tokens import HOST_PREFIX, token_digest, token_new
 
+MAX_ATTEMPTS = 3  # a turn interrupted this many times (its host died each time) fails instead
+
 
 @transaction.atomic
 def host_create(*, name: str, workspace=None) -> tuple[Host, str]:
@@ -121,15 +123,34 @@ def host_disconnected(*, host_id: int, channel_name: str) -> None:
 def _requeue(turns, *, reason: str) -> list[int]:
     """Running turns back to the queue; their sessions leave the host and their runners end,
     so the next host starts a new runner generation."""
-    rows = list(turns.select_for_update().values_list("id", "session_id"))
+    rows = list(turns.select_for_update().values_list("id", "session_id", "attempts", "session__thread_id"))
     if not rows:
         return []
-    ids = [turn_id for turn_id, _ in rows]
-    sessions = {session_id for _, session_id in rows}
-    Turn.objects.filter(id__in=ids).update(
+    ids = [row[0] for row in rows]
+    sessions = {row[1] for row in rows}
+    # A turn whose hosts keep dying under it (it may be what kills them) is not tried forever.
+    given_up = [row for row in rows if row[2] >= MAX_ATTEMPTS]
+    Turn.objects.filter(id__in=[row[0] for row in given_up]).update(
+        status=Turn.Status.FAILED,
+        error=f"{reason}; not tried again after {MAX_ATTEMPTS} attempts",
+        finished_at=timezone.now(),
+    )
+    from sessions.services import system_notice_post
+
+    for thread_id in {row[3] for row in given_up}:
+        system_notice_post(
+            thread_id=thread_id,
+            text=f"The agent's turn was interrupted {MAX_ATTEMPTS} times ({reason}); it is not tried again."
+            " Send a message to try once more.",
+        )
+    Turn.objects.filter(id__in=ids).exclude(id__in=[row[0] for row in given_up]).update(
         status=Turn.Status.QUEUED, host=None, runner=None, batch=None, started_at=None, error=reason
     )
-    Session.objects.filter(id__in=sessions).update(host=None, status=Session.Status.QUEUED)
+    waiting = set(
+        Turn.objects.filter(session_id__in=sessions, status=Turn.Status.QUEUED).values_list("session_id", flat=True)
+    )
+    Session.objects.filter(id__in=waiting).update(host=None, status=Session.Status.QUEUED)
+    Session.objects.filter(id__in=sessions - waiting).update(host=None, status=Session.Status.IDLE)
     Runner.objects.filter(session_id__in=sessions, revoked_at__isnull=True).update(revoked_at=timezone.now())
     from sessions.scheduling import hosts_wake_on_commit
 

@@ -1,6 +1,9 @@
 """Agents actually run: real host daemons over the real /ws/host/, the script provider
 driving the real MCP endpoints, a real Celery worker applying the effects."""
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -8,9 +11,11 @@ import pytest
 from calvin.workspaces.models import Member
 from sessions.hosts import host_revoke
 from sessions.models import Host, Message, Runner, Session, Turn
-from sessions.services import message_post_by_person, session_start
-from tests.conftest import wait_for
+from sessions.services import message_post_by_person, runner_start, session_start
+from tests.conftest import Agent as TestAgent
+from tests.conftest import free_port, text_of, wait_for
 from tests.sessions.host_processes import (
+    ROOT,
     agent_texts,
     commanded,
     host_start,
@@ -18,6 +23,7 @@ from tests.sessions.host_processes import (
     system_texts,
     wait_connected,
 )
+from tests.support.celery_processes import subprocess_database_url
 from tools.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -223,3 +229,102 @@ def _pids_with(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def test_approved_packages_are_built_on_the_host_before_the_agent_starts(hosts, workspace):
+    session = new_session(workspace)
+    agent = commanded(session.agent, ["sh", "-c", "semver 1.2.3; cat"])
+    agent.npm_packages = ["semver"]
+    agent.save(update_fields=["npm_packages"])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "first")
+    wait_for(lambda: agent_texts(session), timeout=120)
+    assert agent_texts(session) == ["1.2.3\nfirst"]  # semver came from the agent's own prefix
+    # A build that fails keeps the previous environment, and the agent is told why.
+    agent.npm_packages = ["semver", "calvin-no-such-package-x9"]
+    agent.environment_version += 1
+    agent.save(update_fields=["npm_packages", "environment_version"])
+    say(session, "second")
+    wait_for(lambda: len(agent_texts(session)) == 2, timeout=120)
+    reply = agent_texts(session)[1]
+    assert reply.startswith("1.2.3\n[system] The agent's packages could not be built") and reply.endswith("second")
+    assert "calvin-no-such-package-x9" in reply
+
+
+def test_a_host_on_another_web_process_answers_through_the_channel_layer(workspace, celery_worker, tmp_path, gateway):
+    """The host is connected to web process B; the agent's send_file reaches process A (this
+    test's gateway), which asks the host through Redis and gets the bytes back the same way."""
+    port = free_port()
+    web_b = subprocess.Popen(
+        [sys.executable, "-m", "calvin.http_server", "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": subprocess_database_url()},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(lambda: _answers(port), timeout=30)
+        handle = host_start(gateway=f"http://127.0.0.1:{port}", name="on-b", directory=tmp_path / "on-b")
+        try:
+            wait_connected(handle)
+            session = new_session(workspace)
+            scripted(session.agent, [{"reply": "ready"}])
+            say(session, "warm up")  # the session's directory is made on its host
+            wait_for(lambda: agent_texts(session) == ["ready"], timeout=30)
+            (handle.session_directory(session.id) / "b.txt").write_bytes(b"from the host behind B")
+            session.refresh_from_db()
+            _, token = runner_start(session=session, host=session.host.name)
+            agent = TestAgent(session=session, runner=None, token=token, url=f"{gateway}/mcp")  # process A
+            result = agent.call("send_file", {"path": "b.txt"})
+            assert not result.is_error, text_of(result)
+            call = ToolCall.objects.get(session=session, tool="send_file")
+            message = wait_for(lambda: Message.objects.filter(tool_call=call).first(), timeout=20)
+            assert message.file.read() == b"from the host behind B"
+        finally:
+            handle.stop()
+    finally:
+        web_b.terminate()
+        web_b.wait(timeout=15)
+
+
+def test_a_turn_that_runs_too_long_is_stopped_and_the_session_is_not_left_running(hosts, workspace, settings):
+    settings.CALVIN_TURN_TIMEOUT_SECONDS = 1.5
+    session = new_session(workspace)
+    scripted(session.agent, [{"sleep": 30}, {"reply": "never"}])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "go")
+    wait_for(lambda: any("ran longer than 1.5 s" in t for t in system_texts(session)), timeout=30)
+    session.refresh_from_db()
+    assert session.status == Session.Status.IDLE
+    assert Turn.objects.get(session=session).status == Turn.Status.FAILED
+
+
+def test_a_turn_whose_hosts_keep_dying_is_given_up_after_three_attempts(workspace):
+    from django.utils import timezone
+
+    from sessions.hosts import host_create, hosts_sweep
+
+    session = new_session(workspace)
+    say(session, "crashy")
+    for attempt in range(1, 4):
+        host, _ = host_create(name=f"dies-{attempt}")
+        Host.objects.filter(id=host.id).update(channel_name=f"c{attempt}", capacity=1, last_heartbeat_at=timezone.now())
+        from sessions.scheduling import turns_claim
+
+        assert len(turns_claim(host_id=host.id)) == 1
+        Host.objects.filter(id=host.id).update(last_heartbeat_at=timezone.now() - timezone.timedelta(minutes=5))
+        hosts_sweep()
+    turn = Turn.objects.get(session=session)
+    assert turn.status == Turn.Status.FAILED and turn.attempts == 3
+    assert any("interrupted 3 times" in t for t in system_texts(session))
+    session.refresh_from_db()
+    assert session.status == Session.Status.IDLE and session.host_id is None
+
+
+def _answers(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0

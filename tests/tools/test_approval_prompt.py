@@ -14,6 +14,7 @@ from approvals.models import PendingApproval
 from approvals.services import ApprovalRefused, approval_decide
 from calvin.workspaces.models import Member
 from secrets_vault.services import secret_set
+from sessions.models import Turn
 from tests.approvals.support import (  # noqa: F401  (_worker_idle_afterwards: a fixture, autouse)
     OWNER_PASSWORD,
     _worker_idle_afterwards,
@@ -105,6 +106,8 @@ def test_an_approved_prompt_answers_allow_with_the_input(claude, gateway):
     assert (call.server, call.tool, call.status) == ("calvin", "approval_prompt", "applied")
     assert call.arguments == {"tool_name": "Bash", "input": BASH, "tool_use_id": "toolu_01"}
     assert "Approval needed: use Bash" in card_text(card)
+    # Claude Code has its answer in the call: no system message queues an extra turn.
+    assert not Turn.objects.filter(session=claude.session).exists()
 
 
 def test_a_denied_prompt_answers_deny_saying_who_denied_it(claude):
@@ -117,6 +120,7 @@ def test_a_denied_prompt_answers_deny_saying_who_denied_it(claude):
     assert "expired" not in answer["message"].lower()
     assert PendingApproval.objects.get(id=approval.id).status == S.DENIED
     assert ToolCall.objects.get(id=approval.tool_call_id).status == "denied"
+    assert not Turn.objects.filter(session=claude.session).exists()
 
 
 def test_an_undecided_prompt_expires_at_the_bound_and_says_expired(claude, settings):
