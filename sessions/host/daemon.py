@@ -194,8 +194,9 @@ class HostDaemon:
         }
         timeout = float(message.get("timeout") or 3600)
         try:
-            extra_path = await self._environment(message)
-            finished = await asyncio.wait_for(runner.run_turn(message, extra_path=extra_path), timeout)
+            extra_path, prefix = await self._environment(message)
+            turn = runner.run_turn(message, extra_path=extra_path, reveal=[prefix] if prefix else [])
+            finished = await asyncio.wait_for(turn, timeout)
         except TimeoutError:
             await runner.stop()
             finished = _finished(turn_id, "failed", f"the turn ran longer than {timeout:g} s and was stopped")
@@ -206,15 +207,17 @@ class HostDaemon:
             self.turn_sessions.pop(turn_id, None)
         self.post(finished)
 
-    async def _environment(self, message: dict) -> list[str]:
-        """The agent's packages, built before its start when their version changed."""
+    async def _environment(self, message: dict) -> tuple[list[str], Path | None]:
+        """The agent's packages, built before its start when their version changed: the bin
+        directories for its PATH, and the prefix its sandbox shows it (read-only)."""
         spec = message.get("environment")
         if not isinstance(spec, dict) or not isinstance(spec.get("agent"), int):
-            return []
+            return [], None
         from sessions.host.environment import environment_ensure
 
+        prefix = self.agents_root / f"agent-{spec['agent']}" / "env"
         result = await environment_ensure(
-            prefix=self.agents_root / f"agent-{spec['agent']}" / "env",
+            prefix=prefix,
             version=int(spec.get("version") or 0),
             apt=[p for p in spec.get("apt", []) if isinstance(p, str)],
             npm=[p for p in spec.get("npm", []) if isinstance(p, str)],
@@ -223,7 +226,7 @@ class HostDaemon:
             text = f"The agent's packages could not be built; it runs with its previous environment. {result.error}"
             self.post({"type": "turn.event", "turn": message["turn"], "event": {"kind": "error", "text": text}})
             message["prompt"] = f"[system] {text}\n\n{message.get('prompt', '')}"
-        return list(result.bin_dirs)
+        return list(result.bin_dirs), prefix
 
     async def _stop(self, message: dict) -> None:
         session_id = message.get("session")
