@@ -1,0 +1,156 @@
+"""/ws/host/ spoken by hand: tokens, garbage, and a host that lies about turns not its own."""
+
+import asyncio
+import json
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from calvin.workspaces.models import Member
+from sessions.hosts import host_create
+from sessions.models import Host, Message, Session, Turn
+from sessions.services import message_post_by_person, session_start
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def ws_url(gateway: str) -> str:
+    return gateway.replace("http://", "ws://") + "/ws/host/"
+
+
+async def _session(gateway: str, token: str, script):
+    """Connect with `token`, run `script(ws)`, return what it returns (or the close code)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with connect(ws_url(gateway), additional_headers=headers) as ws:
+        try:
+            return await script(ws)
+        except ConnectionClosed:
+            return ("closed", ws.close_code)
+
+
+def run(gateway, token, script):
+    return asyncio.run(_session(gateway, token, script))
+
+
+async def registered(ws, capacity=1):
+    await ws.send(json.dumps({"type": "register", "name": "x", "capacity": capacity, "version": "t", "running": []}))
+    while True:
+        message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        if message["type"] == "registered":
+            return message
+
+
+async def next_of(ws, kind, timeout=10):
+    while True:
+        message = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+        if message["type"] == kind:
+            return message
+
+
+@pytest.mark.parametrize("token", ["", "cvh_not-a-real-token", "cvn_a-runner-token-is-not-a-host-token"])
+def test_unknown_tokens_are_closed_with_4401(gateway, token):
+    async def script(ws):
+        await ws.recv()
+
+    assert run(gateway, token, script) == ("closed", 4401)
+
+
+def test_garbage_gets_a_clear_error_and_the_connection_stays(gateway):
+    _, token = host_create(name="garbage")
+
+    async def script(ws):
+        answers = []
+        for frame in ("not json", "[1, 2]", '{"no": "type"}', '{"type": "heartbeat"}'):
+            await ws.send(frame)
+            answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10))["error"])
+        await registered(ws, capacity=10**9)
+        await ws.send(json.dumps({"type": "turn.finished", "turn": "NaN", "status": "done"}))
+        await ws.send(json.dumps({"type": "launch", "x": 1}))
+        answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10))["error"])
+        return answers
+
+    answers = run(gateway, token, script)
+    assert answers[:3] == ["each message is a JSON object with a type"] * 3
+    assert answers[3] == "register first"
+    assert answers[4] == "unknown message type 'launch'"
+    assert Host.objects.get(name="garbage").capacity == 1000  # bounded
+
+
+def test_a_host_cannot_report_on_turns_it_was_not_given(gateway, workspace):
+    """Host B says host A's turn finished, with a reply: nothing changes, nothing is posted."""
+    _, token_a = host_create(name="a")
+    _, token_b = host_create(name="b")
+    owner = Member.objects.filter(workspace=workspace).first()
+    session = session_start(workspace=workspace, owner=owner, title="t")
+    message_post_by_person(thread=session.thread, member=owner, text="hello")
+
+    async def both():
+        headers_a = {"Authorization": f"Bearer {token_a}"}
+        async with connect(ws_url(gateway), additional_headers=headers_a) as a:
+            await registered(a)
+            turn = await next_of(a, "turn")
+            async with connect(ws_url(gateway), additional_headers={"Authorization": f"Bearer {token_b}"}) as b:
+                await registered(b)
+                for kind in ("turn.started", "turn.event", "turn.finished"):
+                    await b.send(
+                        json.dumps(
+                            {
+                                "type": kind,
+                                "turn": turn["turn"],
+                                "status": "done",
+                                "reply": "forged",
+                                "directory": "/etc",
+                                "event": {"kind": "text", "text": "forged"},
+                            }
+                        )
+                    )
+                await b.send(json.dumps({"type": "heartbeat"}))
+                await asyncio.sleep(1)
+            return turn
+
+    turn = asyncio.run(both())
+    assert turn["session"] == session.id and "token" in turn["runner"]
+    assert Turn.objects.get(id=turn["turn"]).status == Turn.Status.RUNNING
+    assert not Message.objects.filter(thread=session.thread, text="forged").exists()
+    assert Session.objects.get(id=session.id).directory != "/etc"
+
+
+def test_a_host_of_one_workspace_is_never_given_anothers_sessions(gateway, workspace, other_workspace):
+    _, token = host_create(name="acme-only", workspace=workspace)
+    stranger = Member.objects.filter(workspace=other_workspace).first()
+    theirs = session_start(workspace=other_workspace, owner=stranger, title="theirs")
+    message_post_by_person(thread=theirs.thread, member=stranger, text="for another host")
+    owner = Member.objects.filter(workspace=workspace).first()
+    ours = session_start(workspace=workspace, owner=owner, title="ours")
+    message_post_by_person(thread=ours.thread, member=owner, text="for this host")
+
+    async def script(ws):
+        await registered(ws, capacity=5)
+        turns = [await next_of(ws, "turn")]
+        try:
+            turns.append(await next_of(ws, "turn", timeout=2))
+        except TimeoutError:
+            pass
+        return turns
+
+    turns = run(gateway, token, script)
+    assert [t["session"] for t in turns] == [ours.id]
+    assert Turn.objects.get(session=theirs).status == Turn.Status.QUEUED
+
+
+def test_a_file_reply_goes_only_to_a_request_the_host_was_sent(gateway):
+    """A host naming some channel as a request id reaches nothing: only pending requests are answered."""
+    _, token = host_create(name="forger")
+
+    async def script(ws):
+        await registered(ws)
+        await ws.send(json.dumps({"type": "reply", "request": "hosts", "ok": True, "name": "x"}))
+        await ws.send(json.dumps({"type": "reply.chunk", "request": "thread.1", "data": "eA=="}))
+        await ws.send(json.dumps({"type": "heartbeat"}))
+        await asyncio.sleep(0.5)
+        return "still connected"
+
+    assert run(gateway, token, script) == "still connected"
+    wait_for(lambda: Host.objects.get(name="forger").last_heartbeat_at is not None)
