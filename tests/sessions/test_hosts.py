@@ -1,6 +1,7 @@
 """Agents actually run: real host daemons over the real /ws/host/, the script provider
 driving the real MCP endpoints, a real Celery worker applying the effects."""
 
+import json
 import os
 import subprocess
 import sys
@@ -328,3 +329,23 @@ def _answers(port: int) -> bool:
 
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_what_the_agent_does_is_shown_live_on_the_thread_page(hosts, workspace, gateway, celery_worker):
+    from tests.dashboard.conftest import OWNER_PASSWORD, login_cookie, ws_connect
+
+    session = new_session(workspace)
+    scripted(session.agent, [CARD, {"reply": "done"}])
+    host = hosts("h1")
+    wait_connected(host)
+    seen = []
+    with ws_connect(gateway, session.thread_id, sessionid=login_cookie(gateway, "owner", OWNER_PASSWORD)) as ws:
+        say(session, "show me")
+        while not any(a.get("kind") == "finished" for a in seen):
+            event = json.loads(ws.recv(timeout=30))
+            if "activity" in event:
+                seen.append(event["activity"])
+    kinds = [a["kind"] for a in seen]
+    assert kinds[0] == "started" and kinds[-1] == "finished", kinds
+    assert {"kind": "tool_use", "name": "post_card"}.items() <= next(a for a in seen if a["kind"] == "tool_use").items()
+    assert any(a["kind"] == "tool_result" for a in seen)
