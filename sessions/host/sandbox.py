@@ -1,8 +1,8 @@
 """How an agent's process is confined on its host.
 
 With bubblewrap (`bwrap`) the agent sees the system read-only, its own session, temp and
-secrets directories, and nothing of the places that hold other sessions or the host's own
-state (each covered by an empty tmpfs). It keeps the network: it must reach the gateway.
+secrets directories, and nothing of the places that hold other sessions, the host's own
+state or the host user's home (each covered by an empty tmpfs). It keeps the network: it must reach the gateway.
 Where bwrap does not work, the agent still runs with a clean environment, in a process
 group of its own and under resource limits; the host says why there is no sandbox.
 """
@@ -11,12 +11,15 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[2]
+# What the agent's tools run with, shown even where it lies under a hidden place (a home):
+# the code (bin/calvin-send-file, the script agent) and the Python it runs on.
+ALWAYS_SHOWN = (REPO, Path(sys.prefix), Path(sys.base_prefix))
 PROBE_ARGS = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "true"]
-# Shared scratch places other processes write to: the agent gets empty private ones.
-PRIVATE_SCRATCH = (Path("/tmp"), Path("/var/tmp"))
 OPEN_FILES = 4096
 FILE_SIZE = 8 * 1024**3  # no single file larger than 8 GiB
 # Not RLIMIT_AS: node reserves far more virtual memory than it uses.
@@ -66,25 +69,44 @@ class Sandbox:
         if self.kind != "bwrap":
             return list(argv)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        # Outer places first: a tmpfs over a parent would cover one laid inside it.
-        for path in sorted({*PRIVATE_SCRATCH, *self.hide}, key=lambda p: len(Path(p).resolve().parts)):
-            real = Path(path).resolve()
-            if real.is_dir():
-                args += ["--tmpfs", str(real)]
-            elif real.exists():
-                args += ["--ro-bind", "/dev/null", str(real)]
-        for path in reveal:
-            if Path(path).exists():  # at its own name too: PATH may name it through a link (current -> v7)
-                args += ["--ro-bind", str(Path(path).resolve()), os.path.abspath(path)]
+        args += _hide_and_reveal([*host_private(), *self.hide], [*ALWAYS_SHOWN, *reveal])
         for path in (directory, temp_directory):
-            args += ["--bind", *[str(Path(path).resolve())] * 2]
-        args += ["--ro-bind", *[str(Path(secrets_directory).resolve())] * 2]
+            args += ["--bind", str(Path(path).resolve()), os.path.abspath(path)]
+        args += ["--ro-bind", str(Path(secrets_directory).resolve()), os.path.abspath(secrets_directory)]
         for path in home_binds:
             if Path(path).exists():
-                args += ["--bind", *[str(Path(path).resolve())] * 2]
+                args += ["--bind", str(Path(path).resolve()), os.path.abspath(path)]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-        args += ["--die-with-parent", "--new-session", "--chdir", str(Path(directory).resolve()), "--", *argv]
+        args += ["--die-with-parent", "--new-session", "--chdir", os.path.abspath(directory), "--", *argv]
         return args
+
+
+def host_private() -> list[Path]:
+    """Hidden whatever the daemon says: shared scratch places (the agent gets empty private
+    ones), the host user's home (keys, cloud logins; Claude Code's login is bound back in)
+    and the gateway's settings file, which may sit in the code's directory."""
+    places = [Path("/tmp"), Path("/var/tmp"), REPO / ".env"]
+    home = Path.home().resolve()
+    if len(home.parts) > 1:  # a service user whose home is / keeps it
+        places.append(home)
+    return places
+
+
+def _hide_and_reveal(hide: list[Path], reveal: list[Path]) -> list[str]:
+    """Mounts, outer places first, so a place revealed inside a hidden one shows, and one
+    hidden inside a revealed one (the gateway's var/ in the code's directory) stays hidden."""
+    mounts = []
+    for path in hide:
+        real = Path(path).resolve()
+        if real.is_dir():
+            mounts.append((len(real.parts), 0, ["--tmpfs", str(real)]))
+        elif real.exists():
+            mounts.append((len(real.parts), 0, ["--ro-bind", "/dev/null", str(real)]))
+    for path in reveal:
+        if Path(path).exists():  # at its own name: PATH may name it through a link (current -> v7)
+            name = os.path.abspath(path)
+            mounts.append((len(Path(name).parts), 1, ["--ro-bind", str(Path(path).resolve()), name]))
+    return [arg for *_, args in sorted(mounts, key=lambda m: m[:2]) for arg in args]
 
 
 def limit_resources() -> None:

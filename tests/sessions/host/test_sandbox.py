@@ -3,6 +3,7 @@
 import uuid
 from pathlib import Path
 
+from sessions.host import sandbox as sandbox_module
 from sessions.host.sandbox import Sandbox
 from tests.sessions.host import Roots, a_turn, run_turn, shell
 
@@ -71,6 +72,22 @@ def test_the_agent_has_a_private_tmp(tmp_path):
         hosts_file.unlink()
     assert finished["reply"].split() == ["/tmp:", "/var/tmp:", "agent"], finished
     assert not Path("/tmp/agent-file").exists()
+
+
+def test_the_host_users_home_and_the_gateways_settings_file_are_hidden(tmp_path, monkeypatch):
+    home, code = tmp_path / "host-home", tmp_path / "code"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("host-private-key")
+    code.mkdir()
+    (code / ".env").write_text("SP_STORE_KEY=vault-key")
+    (code / "README").write_text("readable code")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(sandbox_module, "REPO", code)
+    roots = Roots(tmp_path)
+    runner, _ = roots.runner(1, roots.bwrap())
+    script = f"cat {home}/.ssh/id_ed25519 {code}/.env {code}/README; python3 -c 'print(2 + 2)'"
+    finished = run_turn(runner, a_turn(shell(script)))
+    assert finished["reply"] == "readable code4", finished  # the code and its Python stay visible
 
 
 def test_wrap_without_bwrap_leaves_the_command_as_it_is(tmp_path):
