@@ -20,6 +20,8 @@ def _provider(session: Session) -> dict:
         "model": session.model if session.model != "default" else (agent.model if agent else "default"),
         "permission_mode": session.permission_mode,
         "resume": session.agent_session_id,
+        # How long a tool call may take: approval_prompt waits for a person up to its bound.
+        "tool_timeout_seconds": settings.CALVIN_APPROVAL_PROMPT_WAIT_SECONDS + 60,
     }
 
 

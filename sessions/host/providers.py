@@ -163,6 +163,10 @@ def claude_code(spec: dict, *, prompt: str, directory: Path, mcp_servers: dict, 
     login = (home / ".claude", home / ".claude.json")
     # The CLI refuses bypassPermissions as root unless told it runs in a sandbox, which bwrap is.
     env = {"IS_SANDBOX": "1"} if sandboxed else {}
+    # approval_prompt waits for a person up to the gateway's bound: the CLI must not give up first.
+    tool_timeout = spec.get("tool_timeout_seconds")
+    if isinstance(tool_timeout, int | float) and tool_timeout > 0:
+        env["MCP_TOOL_TIMEOUT"] = str(int(tool_timeout * 1000))
     return ClaudeCode(
         argv=build(resume=resume),
         home=home,

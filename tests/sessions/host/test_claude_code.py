@@ -123,3 +123,16 @@ def test_bypass_permissions_runs_as_root_only_inside_bwrap(tmp_path, scratch_hom
         finished = run_turn(bare, turn)
         assert finished["status"] == "failed"
         assert "cannot be used with root/sudo privileges" in finished["error"], finished
+
+
+def test_the_cli_waits_for_tool_calls_as_long_as_the_gateway_waits_for_a_person(tmp_path):
+    provider = provider_for(
+        {"kind": "claude-code", "tool_timeout_seconds": 660},
+        prompt="p",
+        directory=tmp_path / "session-5",
+        temp_directory=tmp_path / "tmp",
+        mcp_servers=MCP,
+        claude_home=tmp_path,
+        sandboxed=False,
+    )
+    assert provider.env["MCP_TOOL_TIMEOUT"] == "660000"
