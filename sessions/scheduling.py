@@ -7,10 +7,10 @@ session at once, in order: messages that arrived during a turn reach the next on
 """
 
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from calvin.workspaces.models import Agent
+from calvin.workspaces.models import Agent, Quota
 from sessions.hosts import host_is_live
 from sessions.models import Host, Message, Runner, Session, Turn
 
@@ -34,14 +34,15 @@ def _candidates(host: Host, limit: int) -> list[Session]:
     queued = Turn.objects.filter(session=OuterRef("pk"), status=Turn.Status.QUEUED)
     running = Turn.objects.filter(session=OuterRef("pk"), status=Turn.Status.RUNNING)
     sessions = (
-        Session.objects.filter(Exists(queued), ~Exists(running))
+        Session.objects.annotate(first_queued=Subquery(queued.order_by("id").values("id")[:1]))
+        .filter(Exists(queued), ~Exists(running))
         .filter(Q(host__isnull=True) | Q(host=host))
         .exclude(agent__provider=Agent.Provider.EXTERNAL)  # a person runs that agent, not a host
     )
     if host.workspace_id:
         sessions = sessions.filter(workspace_id=host.workspace_id)
-    # Oldest waiting first; locked rows another claimer holds are skipped, not waited for.
-    return list(sessions.select_for_update(skip_locked=True, of=("self",)).order_by("updated_at", "id")[:limit])
+    # The longest waiting first; rows another claimer holds are skipped, not waited for.
+    return list(sessions.select_for_update(skip_locked=True, of=("self",)).order_by("first_queued")[:limit])
 
 
 @transaction.atomic
@@ -65,13 +66,14 @@ def _claim_session(host: Host, session: Session) -> dict | None:
     from calvin.workspaces.quotas import quota_concurrent_refusal, quota_turn_take
 
     turns = list(session.turns.filter(status=Turn.Status.QUEUED).order_by("id"))
-    if session.host_id is None:  # a session new to this host starts only within its workspace's quota
-        waiting = quota_concurrent_refusal(
-            workspace_id=session.workspace_id, running=_running_sessions(session__workspace_id=session.workspace_id)
-        )
-        if waiting:
-            _tell_once(session, turns[0], waiting)
-            return None
+    # Claims for one workspace take turns here, so two hosts cannot both start its last free session.
+    Quota.objects.select_for_update().filter(workspace_id=session.workspace_id).first()
+    waiting = quota_concurrent_refusal(
+        workspace_id=session.workspace_id, running=_running_sessions(session__workspace_id=session.workspace_id)
+    )
+    if waiting:
+        _tell_once(session, turns[0], waiting)
+        return None
     refused = quota_turn_take(workspace_id=session.workspace_id)
     if refused:
         _fail(session, turns, refused)

@@ -349,3 +349,20 @@ def test_what_the_agent_does_is_shown_live_on_the_thread_page(hosts, workspace, 
     assert kinds[0] == "started" and kinds[-1] == "finished", kinds
     assert {"kind": "tool_use", "name": "post_card"}.items() <= next(a for a in seen if a["kind"] == "tool_use").items()
     assert any(a["kind"] == "tool_result" for a in seen)
+
+
+def test_sessions_beyond_the_concurrent_quota_wait_with_a_message_then_run(hosts, workspace):
+    workspace.quota.concurrent_sessions = 1
+    workspace.quota.save()
+    first, second = new_session(workspace, "first"), new_session(workspace, "second")
+    scripted(first.agent, [{"sleep": 2}, {"reply": "done {prompt}"}])
+    host = hosts("h1", capacity=4)
+    wait_connected(host)
+    say(first, "one")
+    wait_for(lambda: Turn.objects.filter(session=first, status=Turn.Status.RUNNING).exists(), timeout=20)
+    say(second, "two")
+    waiting = wait_for(lambda: system_texts(second), timeout=20)
+    assert waiting[0].startswith("Waiting: workspace quota reached: 1 sessions at once"), waiting
+    wait_for(lambda: agent_texts(second) == ["done two"], timeout=40)
+    assert agent_texts(first) == ["done one"]
+    assert len(system_texts(second)) == 1  # said once, not on every claim
