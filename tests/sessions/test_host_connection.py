@@ -141,16 +141,20 @@ def test_a_host_of_one_workspace_is_never_given_anothers_sessions(gateway, works
 
 
 def test_a_file_reply_goes_only_to_a_request_the_host_was_sent(gateway):
-    """A host naming some channel as a request id reaches nothing: only pending requests are answered."""
+    """A host naming a channel it was not asked on (another request's, say) reaches nothing."""
+    from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
+
     _, token = host_create(name="forger")
+    layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)  # its own: the gateway's receives in its loop
 
     async def script(ws):
+        victim = await layer.new_channel("hostreply")
         await registered(ws)
-        await ws.send(json.dumps({"type": "reply", "request": "hosts", "ok": True, "name": "x"}))
-        await ws.send(json.dumps({"type": "reply.chunk", "request": "thread.1", "data": "eA=="}))
-        await ws.send(json.dumps({"type": "heartbeat"}))
-        await asyncio.sleep(0.5)
-        return "still connected"
+        await ws.send(json.dumps({"type": "reply.chunk", "request": victim, "data": "eA=="}))
+        await ws.send(json.dumps({"type": "reply", "request": victim, "ok": True, "name": "x"}))
+        try:
+            return await asyncio.wait_for(layer.receive(victim), 2)
+        except TimeoutError:
+            return "nothing arrived"
 
-    assert run(gateway, token, script) == "still connected"
-    wait_for(lambda: Host.objects.get(name="forger").last_heartbeat_at is not None)
+    assert run(gateway, token, script) == "nothing arrived"

@@ -366,3 +366,27 @@ def test_sessions_beyond_the_concurrent_quota_wait_with_a_message_then_run(hosts
     wait_for(lambda: agent_texts(second) == ["done two"], timeout=40)
     assert agent_texts(first) == ["done one"]
     assert len(system_texts(second)) == 1  # said once, not on every claim
+
+
+def test_a_host_restarted_mid_turn_runs_the_turn_again_as_a_new_generation(hosts, workspace, gateway, tmp_path):
+    from sessions.hosts import host_token_reset
+    from tests.sessions.host_processes import host_process_start
+
+    session = new_session(workspace)
+    scripted(session.agent, [{"sleep": 3}, {"reply": "finished {prompt}"}])
+    first = hosts("phoenix")
+    wait_connected(first)
+    say(session, "work")
+    wait_for(lambda: Turn.objects.filter(session=session, status=Turn.Status.RUNNING).exists(), timeout=20)
+    first.kill()
+    # Back within the lapse, with the same name: it holds no runner and no turn any more.
+    token = host_token_reset(host=first.host)
+    again = host_process_start(gateway=gateway, host=first.host, token=token, directory=tmp_path / "phoenix")
+    try:
+        wait_for(lambda: agent_texts(session) == ["finished work"], timeout=40)
+        turn = Turn.objects.get(session=session)
+        assert turn.status == Turn.Status.DONE and turn.attempts == 2 and turn.host.name == "phoenix"
+        runners = Runner.objects.filter(session=session).order_by("generation")
+        assert [(r.generation, r.revoked_at is None) for r in runners] == [(1, False), (2, True)]
+    finally:
+        again.stop()
