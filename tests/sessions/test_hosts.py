@@ -390,3 +390,44 @@ def test_a_host_restarted_mid_turn_runs_the_turn_again_as_a_new_generation(hosts
         assert [(r.generation, r.revoked_at is None) for r in runners] == [(1, False), (2, True)]
     finally:
         again.stop()
+
+
+def test_a_session_sticks_to_its_host_while_that_host_lives(hosts, workspace):
+    session = new_session(workspace)
+    scripted(session.agent, [{"reply": "ok {prompt}"}])
+    first, second = hosts("first", capacity=2), hosts("second", capacity=2)
+    wait_connected(first, second)
+    for i in range(4):
+        say(session, f"#{i}")
+        wait_for(lambda i=i: len(agent_texts(session)) == i + 1, timeout=30)
+    assert len(set(Turn.objects.filter(session=session).values_list("host_id", flat=True))) == 1
+    assert Runner.objects.filter(session=session).count() == 1  # one generation throughout
+
+
+def test_no_host_runs_an_agent_a_person_runs_themselves(hosts, workspace):
+    from calvin.workspaces.models import Agent
+
+    session = new_session(workspace)
+    session.agent.provider = Agent.Provider.EXTERNAL
+    session.agent.save(update_fields=["provider"])
+    _, token = runner_start(session=session)
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "for the agent I run myself")
+    time.sleep(2)  # several claims happen meanwhile (the message wakes the host, heartbeats every 0.5 s)
+    assert Turn.objects.get(session=session).status == Turn.Status.QUEUED
+    assert Runner.objects.get(session=session).revoked_at is None  # its token still works
+
+
+def test_the_agents_reply_never_shows_a_secret_value(hosts, workspace, vault):
+    from secrets_vault.services import secret_set
+
+    session = new_session(workspace)
+    secret_set(session=session, name="API_KEY", value="sk-live-0123456789abcdef")
+    scripted(session.agent, [{"reply": "the key is {prompt}"}])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "sk-live-0123456789abcdef")
+    wait_for(lambda: agent_texts(session), timeout=30)
+    assert "sk-live-0123456789abcdef" not in agent_texts(session)[0]
+    assert agent_texts(session)[0].startswith("the key is [redacted")
