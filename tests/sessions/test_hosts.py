@@ -159,8 +159,11 @@ def test_send_file_comes_from_the_host_whose_session_root_the_gateway_does_not_s
     message = wait_for(lambda: Message.objects.filter(tool_call=call).first(), timeout=20)
     assert message.file.read() == b"made on the host\n" and message.file_name == "report.txt"
 
+    # Another session's file on the same host, by a relative and by an absolute path: the host refuses.
     say(session, f"../session-{other.id}/private.txt")
     wait_for(lambda: Turn.objects.filter(session=session, status=Turn.Status.DONE).count() == 3, timeout=30)
+    say(session, str(other_directory / "private.txt"))
+    wait_for(lambda: Turn.objects.filter(session=session, status=Turn.Status.DONE).count() == 4, timeout=30)
     assert ToolCall.objects.filter(session=session, tool="send_file").count() == 1
 
 
@@ -431,3 +434,24 @@ def test_the_agents_reply_never_shows_a_secret_value(hosts, workspace, vault):
     wait_for(lambda: agent_texts(session), timeout=30)
     assert "sk-live-0123456789abcdef" not in agent_texts(session)[0]
     assert agent_texts(session)[0].startswith("the key is [redacted")
+
+
+def test_another_host_does_not_claim_a_session_whose_host_lives(workspace):
+    from django.utils import timezone
+
+    from sessions.hosts import host_create
+    from sessions.scheduling import turns_claim
+
+    live = []
+    for name in ("home", "other"):
+        host, _ = host_create(name=name)
+        Host.objects.filter(id=host.id).update(channel_name=name, capacity=2, last_heartbeat_at=timezone.now())
+        live.append(host)
+    home, other = live
+    session = new_session(workspace)
+    say(session, "first")
+    assert [t["session"] for t in turns_claim(host_id=home.id)] == [session.id]
+    Turn.objects.filter(session=session).update(status=Turn.Status.DONE)
+    say(session, "second")
+    assert turns_claim(host_id=other.id) == []
+    assert [t["session"] for t in turns_claim(host_id=home.id)] == [session.id]
