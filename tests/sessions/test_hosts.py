@@ -455,3 +455,58 @@ def test_another_host_does_not_claim_a_session_whose_host_lives(workspace):
     say(session, "second")
     assert turns_claim(host_id=other.id) == []
     assert [t["session"] for t in turns_claim(host_id=home.id)] == [session.id]
+
+
+def test_a_host_restarted_while_its_session_is_idle_starts_a_new_generation_for_it(hosts, workspace, gateway, tmp_path):
+    from sessions.hosts import host_token_reset
+    from tests.sessions.host_processes import host_process_start
+
+    session = new_session(workspace)
+    scripted(session.agent, [{"reply": "ok {prompt}"}])
+    first = hosts("phoenix")
+    wait_connected(first)
+    say(session, "one")
+    wait_for(lambda: agent_texts(session) == ["ok one"], timeout=30)
+    first.kill()
+    token = host_token_reset(host=first.host)
+    again = host_process_start(gateway=gateway, host=first.host, token=token, directory=tmp_path / "phoenix-2")
+    try:
+        wait_connected(again)
+        # The restarted daemon holds no token for the session: its old runner is revoked at once.
+        assert Runner.objects.get(session=session, generation=1).revoked_at is not None
+        say(session, "two")
+        wait_for(lambda: agent_texts(session) == ["ok one", "ok two"], timeout=30)
+        assert Runner.objects.get(session=session, generation=2).revoked_at is None
+    finally:
+        again.stop()
+
+
+def test_the_agent_gets_its_sessions_secrets_in_its_environment(hosts, workspace, vault):
+    import hashlib
+
+    from secrets_vault.services import secret_set
+
+    session = new_session(workspace)
+    secret_set(session=session, name="API_KEY", value="sk-live-0123456789abcdef")
+    commanded(session.agent, ["sh", "-c", 'printf %s "$API_KEY" | sha256sum'])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "go")
+    wait_for(lambda: agent_texts(session), timeout=30)
+    assert agent_texts(session)[0].split()[0] == hashlib.sha256(b"sk-live-0123456789abcdef").hexdigest()
+
+
+def test_a_host_whose_heartbeat_lapsed_claims_nothing(workspace):
+    from django.utils import timezone
+
+    from sessions.hosts import host_create
+    from sessions.scheduling import turns_claim
+
+    host, _ = host_create(name="silent")
+    stale = timezone.now() - timezone.timedelta(minutes=5)
+    Host.objects.filter(id=host.id).update(channel_name="c", capacity=2, last_heartbeat_at=stale)
+    session = new_session(workspace)
+    say(session, "anyone?")
+    assert turns_claim(host_id=host.id) == []
+    Host.objects.filter(id=host.id).update(last_heartbeat_at=timezone.now())
+    assert [t["session"] for t in turns_claim(host_id=host.id)] == [session.id]
