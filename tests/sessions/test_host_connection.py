@@ -158,3 +158,27 @@ def test_a_file_reply_goes_only_to_a_request_the_host_was_sent(gateway):
             return "nothing arrived"
 
     assert run(gateway, token, script) == "nothing arrived"
+
+
+def test_a_host_back_with_a_turn_that_now_runs_elsewhere_is_told_to_stop_it(gateway, workspace):
+    """A host cut off longer than the lapse still runs its agent; its turn ran on another host
+    meanwhile. When it reconnects and says it still runs that turn, it is told to stop."""
+    from django.utils import timezone
+
+    from sessions.scheduling import turns_claim
+
+    _, token = host_create(name="cut-off")
+    elsewhere, _ = host_create(name="elsewhere")
+    Host.objects.filter(id=elsewhere.id).update(channel_name="c", capacity=1, last_heartbeat_at=timezone.now())
+    owner = Member.objects.filter(workspace=workspace).first()
+    session = session_start(workspace=workspace, owner=owner, title="t")
+    message_post_by_person(thread=session.thread, member=owner, text="hello")
+    (claimed,) = turns_claim(host_id=elsewhere.id)
+
+    async def script(ws):
+        await ws.send(json.dumps({"type": "register", "name": "x", "capacity": 1, "running": [claimed["turn"]]}))
+        return await next_of(ws, "stop")
+
+    stop = run(gateway, token, script)
+    assert stop["turn"] == claimed["turn"]
+    assert Turn.objects.get(id=claimed["turn"]).host_id == elsewhere.id  # still the other host's
