@@ -237,14 +237,18 @@ class HostDaemon:
             await runner.stop()
 
     async def _answer(self, message: dict) -> None:
-        if message.get("op") == "file.read":
-            await file_read_answer(
-                request=message, sessions_root=self.sessions_root, temp_root=self.temp_root, send=self._send
-            )
-        else:
-            await self._send(
-                {"type": "reply", "request": message.get("request"), "ok": False, "error": "unknown request"}
-            )
+        """Answered on the connection it came on; if that drops, the gateway's wait times out."""
+        try:
+            if message.get("op") == "file.read":
+                await file_read_answer(
+                    request=message, sessions_root=self.sessions_root, temp_root=self.temp_root, send=self._send
+                )
+            else:
+                await self._send(
+                    {"type": "reply", "request": message.get("request"), "ok": False, "error": "unknown request"}
+                )
+        except (ConnectionClosed, AttributeError):
+            log.warning("the connection dropped while answering a %s request", message.get("op"))
 
     async def close(self) -> None:
         """Stop every runner's agent (SIGTERM to the daemon ends its sessions' processes too)."""
