@@ -510,3 +510,14 @@ def test_a_host_whose_heartbeat_lapsed_claims_nothing(workspace):
     assert turns_claim(host_id=host.id) == []
     Host.objects.filter(id=host.id).update(last_heartbeat_at=timezone.now())
     assert [t["session"] for t in turns_claim(host_id=host.id)] == [session.id]
+
+
+def test_stop_from_the_admin_ends_what_is_queued_and_says_so(workspace, admin_client):
+    session = new_session(workspace)
+    say(session, "never run")
+    response = admin_client.post(
+        "/admin/agent_sessions/session/", {"action": "stop", "_selected_action": [session.id]}, follow=True
+    )
+    assert "stopped before the agent started" in response.content.decode()
+    assert Turn.objects.get(session=session).status == Turn.Status.STOPPED
+    assert system_texts(session) == ["Stopped (stopped from the admin by admin) before the agent started."]
