@@ -193,8 +193,26 @@ def test_embedded_up_into_a_log_file_leaves_no_password_there(tmp_path):
         )
         check_working_platform(base, log, tmp_path / "var", "a-long-passphrase")
         assert_block_is_last(output.text())
+        host = host_daemon_of(process.pid)
+        assert host is not None, "up runs a local host daemon as its child"
     finally:
         stop(process)
+    # SIGTERM to up stops its host daemon too.
+    wait_for(lambda: not Path(f"/proc/{host}").exists(), timeout=20)
+
+
+def host_daemon_of(parent: int) -> int | None:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"host" in cmdline and any(part.endswith(b"manage.py") for part in cmdline):
+            return int(entry.name)
+    return None
 
 
 def test_up_on_a_terminal_with_postgresql_and_redis_shows_a_password_that_no_file_keeps(tmp_path, fresh_database):
