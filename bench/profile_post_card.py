@@ -41,7 +41,7 @@ from tools.card_spec.blockkit import card_blocks, card_fallback_text  # noqa: E4
 from tools.card_spec.layout import card_layout  # noqa: E402
 from tools.card_spec.models import CardSpec  # noqa: E402
 from tools.effects import tool_call_apply  # noqa: E402
-from tools.limits import runner_take_slot, runner_take_slot_and_insert  # noqa: E402
+from tools.limits import runner_take_slot, tool_call_count_and_insert  # noqa: E402
 from tools.models import ToolCall  # noqa: E402
 from tools.services.cards import cards_post  # noqa: E402
 from tools.services.common import secret_scanner_for  # noqa: E402
@@ -152,9 +152,11 @@ def main(n: int) -> None:
             arguments=arguments,
             payload=payload,
         )
-        runner_take_slot_and_insert(runner_id=caller.runner_id, tool="post_card", row=row)
+        tool_call_count_and_insert(
+            row=row, workspace_id=caller.workspace_id, runner_id=caller.runner_id, tool="post_card"
+        )
 
-    timed("what Calvin runs: slot UPDATE + INSERT in one statement", one_statement, n, before=rotate)
+    timed("what Calvin runs: slot + day UPDATEs + INSERT in one statement", one_statement, n, before=rotate)
     timed("Celery enqueue: apply_async(retry=False)", lambda: apply_tool_call.apply_async((ids[0],), retry=False), n)
     timed("cards_post, the whole service", lambda: cards_post(caller=current["caller"], spec=spec), n, before=rotate)
 

@@ -1,10 +1,21 @@
-"""Per-runner counts: taken with a conditional UPDATE, never read-modify-write."""
+"""Per-runner counts and the workspace's tool calls per day: taken with conditional
+UPDATEs, never read-modify-write."""
 
 from collections.abc import Callable
+from datetime import datetime
+from functools import cache
 
 from django.db import connection, transaction
 from django.db.models import F, Model
 
+from calvin.workspaces.models import DailyUsage, Quota
+from calvin.workspaces.quotas import (
+    quota_default,
+    quota_tool_call_take,
+    tool_calls_refusal,
+    usage_row_ensure,
+    utc_today,
+)
 from sessions.models import RunnerCount
 from tools.errors import ToolRefused
 
@@ -27,13 +38,17 @@ def _refusal(tool: str) -> ToolRefused:
     return ToolRefused(f"limit of {PER_RUNNER[tool]} {noun} per runner reached; it resets when the runner restarts")
 
 
+def _runner_count_ensure(runner_id: int, tool: str) -> None:
+    RunnerCount.objects.bulk_create([RunnerCount(runner_id=runner_id, tool=tool)], ignore_conflicts=True)
+
+
 def _take(runner_id: int, tool: str, attempt: Callable[[], bool]) -> None:
     """Run `attempt` (one conditional statement); if it took nothing because the counter
     row is missing (a runner made before the tool existed), create the row and try once more."""
     if attempt():
         return
-    created = RunnerCount.objects.bulk_create([RunnerCount(runner_id=runner_id, tool=tool)], ignore_conflicts=True)
-    if created and attempt():
+    _runner_count_ensure(runner_id, tool)
+    if attempt():
         return
     raise _refusal(tool)
 
@@ -56,37 +71,106 @@ def runner_take_slot(*, runner_id: int, tool: str) -> None:
     _take(runner_id, tool, lambda: counter.update(used=F("used") + 1) == 1)
 
 
-def runner_take_slot_and_insert(*, runner_id: int, tool: str, row: Model) -> None:
-    """Take a slot and insert `row` in one statement, so both happen or neither does.
+@cache
+def _count_and_insert_sql(model: type[Model], per_runner: bool) -> tuple[str, tuple]:
+    """The one statement that counts a call and inserts its row, and the fields it inserts.
 
-    On PostgreSQL this is one round trip instead of a transaction of three, which the
-    issue's latency target needs (bench/). Elsewhere (the embedded SQLite) it falls
-    back to the ORM in a transaction. Columns come from the model, so they stay in step.
+    The day's count is taken only if the runner's slot was (`EXISTS (SELECT FROM slot)`),
+    and the row is inserted only if the day's count was (`FROM today`): a refusal by the
+    runner's limit inserts nothing and leaves the workspace's count untouched. PostgreSQL
+    runs every data-modifying CTE to completion whatever the INSERT reads, so the opposite
+    case (slot taken, day refused) does happen: the statement reports it, and the caller
+    gives the slot back. The columns come from the model, so they stay in step with it.
+    """
+    q = connection.ops.quote_name
+    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
+    columns = ", ".join(q(f.column) for f in fields)
+    slot = (
+        f"slot AS (UPDATE {q(RunnerCount._meta.db_table)} SET used = used + 1"
+        " WHERE runner_id = %s AND tool = %s AND used < %s RETURNING 1), "
+    )
+    after_slot = " AND EXISTS (SELECT FROM slot)" if per_runner else ""
+    today = (
+        f"today AS (UPDATE {q(DailyUsage._meta.db_table)} SET tool_calls = tool_calls + 1"
+        f" WHERE workspace_id = %s AND {q('day')} = %s"
+        f" AND tool_calls < COALESCE((SELECT tool_calls_per_day FROM {q(Quota._meta.db_table)}"
+        f" WHERE workspace_id = %s), %s){after_slot} RETURNING 1), "
+    )
+    insert = (
+        f"inserted AS (INSERT INTO {q(model._meta.db_table)} ({columns})"
+        f" SELECT {', '.join(['%s'] * len(fields))} FROM today RETURNING {q(model._meta.pk.column)})"
+    )
+    taken = "EXISTS (SELECT FROM slot)" if per_runner else "TRUE"
+    sql = f"WITH {slot if per_runner else ''}{today}{insert} SELECT (SELECT * FROM inserted), {taken}"
+    return sql, fields
+
+
+@transaction.atomic
+def tool_call_count_and_insert_orm(
+    *, row: Model, workspace_id: int, runner_id: int, tool: str, now: datetime | None = None
+) -> None:
+    """What tool_call_count_and_insert does, in three statements: for the embedded SQLite."""
+    if tool in PER_RUNNER:
+        runner_take_slot(runner_id=runner_id, tool=tool)
+    refused = quota_tool_call_take(workspace_id=workspace_id, now=now)
+    if refused:
+        raise ToolRefused(refused)  # the slot taken above goes back with the transaction
+    row.save(force_insert=True)
+
+
+def tool_call_count_and_insert(
+    *, row: Model, workspace_id: int, runner_id: int, tool: str, now: datetime | None = None
+) -> None:
+    """Count a call (the runner's slot for `tool` if it has a per-runner limit, and one of
+    the workspace's tool calls of the UTC day) and insert `row`, all or nothing.
+
+    On PostgreSQL the hot path is one statement, one round trip, whether the tool has a
+    per-runner limit or not. Only a refused call or the day's first call (whose usage
+    row is made, and the statement tried once more, as `_take` does) pays for more.
+    Elsewhere (the embedded SQLite) it falls back to the ORM in a transaction.
     """
     if connection.vendor != "postgresql":
-        with transaction.atomic():
-            runner_take_slot(runner_id=runner_id, tool=tool)
-            row.save(force_insert=True)
+        tool_call_count_and_insert_orm(row=row, workspace_id=workspace_id, runner_id=runner_id, tool=tool, now=now)
         return
-    fields = [f for f in row._meta.concrete_fields if not f.primary_key]
+    per_runner = tool in PER_RUNNER
+    today = utc_today(now)
+    sql, fields = _count_and_insert_sql(type(row), per_runner)
     for field in fields:
         field.pre_save(row, add=True)  # auto_now_add and friends
     values = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    sql = (
-        f"WITH slot AS (UPDATE {RunnerCount._meta.db_table} SET used = used + 1"
-        f" WHERE runner_id = %s AND tool = %s AND used < %s RETURNING 1)"
-        f" INSERT INTO {row._meta.db_table} ({columns}) SELECT {', '.join(['%s'] * len(fields))} FROM slot"
-        f" RETURNING {row._meta.pk.column}"
-    )
+    params = [
+        *([runner_id, tool, PER_RUNNER[tool]] if per_runner else []),
+        *[workspace_id, today, workspace_id, quota_default("tool_calls_per_day")],
+        *values,
+    ]
 
-    def attempt() -> bool:
+    def attempt() -> str | None:
+        """None once inserted, else which limit refused it: "runner" or "day"."""
         with connection.cursor() as cursor:
-            cursor.execute(sql, [runner_id, tool, PER_RUNNER[tool], *values])
-            inserted = cursor.fetchone()
-        if inserted:
-            row.pk = inserted[0]
+            cursor.execute(sql, params)
+            inserted, slot_taken = cursor.fetchone()
+        if inserted is not None:
+            row.pk = inserted
             row._state.adding = False
-        return bool(inserted)
+            return None
+        if not slot_taken:
+            return "runner"
+        if per_runner:
+            # Given back within this transaction (or, in autocommit, a moment after it was
+            # taken): only this runner's own concurrent calls could notice the difference.
+            RunnerCount.objects.filter(runner_id=runner_id, tool=tool).update(used=F("used") - 1)
+        return "day"
 
-    _take(runner_id, tool, attempt)
+    refused = attempt()
+    if refused is None:
+        return
+    # Either row may be missing: the day's first call, or a runner made before the tool existed.
+    usage_row_ensure(workspace_id=workspace_id, day=today)
+    if refused == "runner":
+        _runner_count_ensure(runner_id, tool)
+    refused = attempt()
+    if refused is None:
+        return
+    if refused == "runner":
+        raise _refusal(tool)
+    raise ToolRefused(tool_calls_refusal(workspace_id=workspace_id, now=now))

@@ -11,7 +11,7 @@ from secrets_vault.scanner import SecretScanner, scanner_for
 from secrets_vault.services import session_secret_pairs
 from tools.caller import Caller, caller_has_secrets
 from tools.errors import ToolRefused
-from tools.limits import PER_RUNNER, runner_take_slot_and_insert
+from tools.limits import tool_call_count_and_insert
 from tools.models import ToolCall
 
 log = logging.getLogger(__name__)
@@ -92,8 +92,8 @@ def tool_call_record(
     server: str = ToolCall.Server.CALVIN,
     status: str = ToolCall.Status.PENDING,
 ) -> ToolCall:
-    """Count the call against the runner's limit (for tools that have one) and write the
-    outbox row, both or neither.
+    """Count the call against the runner's limit (for tools that have one) and the
+    workspace's tool calls of the day, and write the outbox row: all or nothing.
 
     Nothing a tool stores may hold a secret in the clear, so every string of the arguments
     and the payload is checked here, whatever the tool checked before (`secrets` is
@@ -111,10 +111,7 @@ def tool_call_record(
         server=server,
         status=status,
     )
-    if tool in PER_RUNNER:
-        runner_take_slot_and_insert(runner_id=caller.runner_id, tool=tool, row=call)
-    else:
-        call.save(force_insert=True)
+    tool_call_count_and_insert(row=call, workspace_id=caller.workspace_id, runner_id=caller.runner_id, tool=tool)
     if status == ToolCall.Status.PENDING:
         transaction.on_commit(lambda: publish_effect(call.id))
     return call
