@@ -30,7 +30,9 @@ class PendingApproval(models.Model):
     tool_call = models.OneToOneField(
         "tools.ToolCall", null=True, blank=True, on_delete=models.CASCADE, related_name="approval"
     )
-    kind = models.CharField(max_length=60, help_text="The tool asked for (approval_prompt for a Claude Code permission prompt).")
+    kind = models.CharField(
+        max_length=60, help_text="The tool asked for (approval_prompt for a Claude Code permission prompt)."
+    )
     summary = models.CharField(max_length=300)
     # Everything being approved, shown in full on the card (never hidden args or env).
     details = models.JSONField(default=dict)

@@ -11,7 +11,6 @@ from calvin.workspaces.models import Member
 from sessions.hosts import host_create
 from sessions.models import Host, Message, Session, Turn
 from sessions.services import message_post_by_person, session_start
-from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
