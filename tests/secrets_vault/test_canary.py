@@ -98,6 +98,7 @@ def stored_files() -> list[tuple[str, bytes]]:
 def test_a_secret_is_found_only_as_ciphertext(agent, settings, caplog, gateway, monkeypatch):
     settings.SP_STORE_KEY = [new_key()]
     settings.CALVIN_REFUSALS_PER_MINUTE = 1_000_000  # refused on purpose, hundreds of times
+    settings.CALVIN_APPROVAL_PROMPT_WAIT_SECONDS = 0.2  # an accepted approval_prompt waits this long, undecided
     monkeypatch.setattr("approvals.services.MAX_PENDING_PER_SESSION", 1_000_000)
     caplog.set_level(logging.DEBUG)
     session = agent.session
@@ -116,7 +117,10 @@ def test_a_secret_is_found_only_as_ciphertext(agent, settings, caplog, gateway, 
                         text = json.dumps(f"see {disguise} here")
                         answer = client.raw_call(tool, with_value_at(arguments, slot, text))
                         answers.append(json.dumps(answer))
-                        if not answer["isError"]:
+                        # approval_prompt's input is what Claude Code is about to run: a secret in it
+                        # is hidden on the card and in the record, not refused (the scans below check).
+                        hidden_not_refused = tool == "approval_prompt" and slot[0] == "input"
+                        if not answer["isError"] and not hidden_not_refused:
                             accepted.append((server, tool, slot, disguise))
     # Files holding the secret, plainly or encoded, under both send_files.
     for i, disguise in enumerate(disguises(CANARY)):

@@ -41,7 +41,7 @@ from secrets_vault.scanner import SecretScanner
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.models import ToolCall
-from tools.services.common import secret_scanner_for, tool_call_record
+from tools.services.common import refuse_secrets, secret_scanner_for, tool_call_record
 
 TOOL = PERMISSION_PROMPT
 SOURCE = "claude-code"  # approvals.policy's rows for Claude Code's permission prompts
@@ -128,13 +128,11 @@ def approval_prompt_ask(*, caller: Caller, tool_name: str, input: dict, tool_use
     if problems:
         raise _refused(problems)
     secrets = secret_scanner_for(caller)
+    # Names and ids never hold a secret in earnest: refused, as every tool's outbound text is.
+    refuse_secrets(what="tool_name or tool_use_id", secrets=secrets, content=f"{tool_name}\n{tool_use_id or ''}")
     shown_input = _hidden(tool_input, secrets)
-    arguments = {
-        "tool_name": _hidden(tool_name, secrets),
-        "input": shown_input,
-        "tool_use_id": _hidden(tool_use_id, secrets),
-    }
-    if (arguments["tool_name"], shown_input, arguments["tool_use_id"]) != (tool_name, tool_input, tool_use_id):
+    arguments = {"tool_name": tool_name, "input": shown_input, "tool_use_id": tool_use_id}
+    if shown_input != tool_input:
         arguments["secrets_hidden"] = True  # the card says so: what runs differs from what is shown
     blocks = len(argument_blocks(TOOL, arguments))
     if blocks > ARGUMENT_BLOCKS_MAX:
