@@ -6,45 +6,18 @@ into their environment. A secret stored `as_file` is written to a file of its ow
 outside every directory send_file reads from; `$NAME` then holds the file's path.
 """
 
-import os
 from pathlib import Path
 
 from django.conf import settings
 
 from secrets_vault.services import session_secrets
 
+# The same private-file writes a host's runner makes for its sessions (pure os, no Django).
+from sessions.host.sandbox import private_directory, write_private
+
 
 def secret_files_directory(session_id: int) -> Path:
     return Path(settings.CALVIN_SECRET_FILES_DIR) / str(int(session_id))
-
-
-def _private_directory(path: Path) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        path.mkdir(mode=0o700)
-    except FileExistsError:
-        if path.is_symlink() or not path.is_dir():
-            raise RuntimeError(f"{path} is not a directory of its own") from None
-    os.chmod(path, 0o700)
-
-
-def _write_private(directory: Path, name: str, value: str) -> Path:
-    """Write atomically (a reader never sees half a key) and never through a link."""
-    target = directory / name
-    partial = directory / f".{name}.partial"
-    try:
-        os.unlink(partial)  # left by a crash, or planted: never written through
-    except FileNotFoundError:
-        pass
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        data = value.encode()
-        while data:
-            data = data[os.write(fd, data) :]
-    finally:
-        os.close(fd)
-    os.replace(partial, target)
-    return target
 
 
 def session_environment(*, session_id: int) -> dict[str, str]:
@@ -62,8 +35,8 @@ def session_environment(*, session_id: int) -> dict[str, str]:
     environment, files = {}, set()
     for secret, value in rows:
         if secret.as_file:
-            _private_directory(directory)
-            environment[secret.name] = str(_write_private(directory, secret.name, value))
+            private_directory(directory)
+            environment[secret.name] = str(write_private(directory, secret.name, value))
             files.add(secret.name)
         else:
             environment[secret.name] = value
