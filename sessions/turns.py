@@ -53,19 +53,23 @@ def turn_started(*, host_id: int, turn_id: int, directory: str, temp_directory: 
     return True
 
 
+@transaction.atomic
 def turn_event(*, host_id: int, turn_id: int, event: dict) -> bool:
-    """A streamed event of the provider: shown live on the thread's pages, not stored."""
+    """A streamed event of the provider: shown live on the thread's pages; errors are kept."""
     if not isinstance(event, dict) or event.get("kind") not in EVENT_KINDS:
         return False
     session = _session_of(host_id=host_id, turn_id=turn_id)
     if session is None:
         return False
-    text = event.get("text") if isinstance(event.get("text"), str) else ""
+    text = _redacted(session, event.get("text")[:MAX_EVENT_TEXT] if isinstance(event.get("text"), str) else "")
     name = event.get("name") if isinstance(event.get("name"), str) else ""
-    _activity(
-        session.thread_id,
-        {"kind": event["kind"], "text": _redacted(session, text[:MAX_EVENT_TEXT]), "name": name[:200]},
-    )
+    _activity(session.thread_id, {"kind": event["kind"], "text": text, "name": name[:200]})
+    if event["kind"] == "error" and text:
+        # What went wrong (a package build that failed, a conversation not found) stays in the
+        # thread, not only on the pages watching it now.
+        from sessions.services import system_notice_post
+
+        system_notice_post(thread_id=session.thread_id, text=text)
     return True
 
 

@@ -254,6 +254,8 @@ def test_approved_packages_are_built_on_the_host_before_the_agent_starts(hosts, 
     reply = agent_texts(session)[1]
     assert reply.startswith("1.2.3\n[system] The agent's packages could not be built") and reply.endswith("second")
     assert "calvin-no-such-package-x9" in reply
+    # The thread is told too, and keeps it.
+    assert any(t.startswith("The agent's packages could not be built") for t in system_texts(session))
 
 
 def test_a_host_on_another_web_process_answers_through_the_channel_layer(workspace, celery_worker, tmp_path, gateway):
