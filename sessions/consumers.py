@@ -13,20 +13,13 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from sessions import hosts, scheduling, turns
 from sessions.host_link import HOSTS_GROUP
+from tools.auth import bearer_token
 
 log = logging.getLogger(__name__)
 
 UNAUTHORIZED = 4401  # unknown or revoked token: the daemon stops and says so
 REPLACED = 4409  # a newer connection of the same host took over
 MAX_PENDING_REQUESTS = 64
-
-
-def _bearer(scope) -> str:
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() if scheme.lower() == "bearer" else ""
-    return ""
 
 
 @database_sync_to_async
@@ -37,7 +30,7 @@ def _host_id_for(token: str) -> int | None:
 
 class HostConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
-        self.host_id = await _host_id_for(_bearer(self.scope))
+        self.host_id = await _host_id_for(bearer_token(self.scope) or "")
         self.registered = False
         self.pending: set[str] = set()  # reply channels of requests this host was sent
         await self.accept()  # then close with a code: a bare 403 would look like "server down"

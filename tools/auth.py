@@ -17,7 +17,8 @@ def _resolve(token: str) -> Caller | None:
 resolve_token = sync_to_async(_resolve, thread_sensitive=False)
 
 
-def _bearer(scope) -> str | None:
+def bearer_token(scope) -> str | None:
+    """The token of an `Authorization: Bearer` header (HTTP or websocket scope), else None."""
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
@@ -43,7 +44,7 @@ class RunnerTokenAuth:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        token = _bearer(scope)
+        token = bearer_token(scope)
         if token is None:
             return await _unauthorized(send, "missing bearer token")
         caller = await resolve_token(token)

@@ -10,9 +10,8 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from tools.services.paths import PathRefused, open_beneath
+from tools.services.paths import MAX_FILE_BYTES, PathRefused, open_beneath, size_problem
 
-MAX_FILE_BYTES = 100 * 1024 * 1024
 CHUNK = 256 * 1024
 
 
@@ -43,10 +42,9 @@ async def file_read_answer(
     except OSError as exc:
         return await refuse(f"cannot open {path}: {exc.strerror or exc}")
     with os.fdopen(opened.fd, "rb") as handle:
-        if opened.size == 0:
-            return await refuse(f"{path} is empty")
-        if opened.size > MAX_FILE_BYTES:
-            return await refuse(f"{path} is larger than 100 MiB, the limit")
+        problem = size_problem(opened.size, path)
+        if problem:
+            return await refuse(problem)
         # At most one byte past the limit, however much the file grows while it is read.
         remaining, sent = MAX_FILE_BYTES + 1, 0
         while remaining > 0:

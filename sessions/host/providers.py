@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from sessions.host.sandbox import write_private
+from sessions.host.sandbox import REPO, write_private
 from sessions.host.stream_json import EVENT_TEXT_LIMIT, ClaudeStream, bounded
 
-REPO = Path(__file__).resolve().parents[2]
 BUNDLED_CLAUDE = REPO / "var" / "node" / "node_modules" / ".bin" / "claude"
 REPLY_LIMIT = 64 * 1024
 LINE_LIMIT = 16 * 1024 * 1024  # one stream-json line may carry a whole file a tool read

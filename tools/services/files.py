@@ -12,9 +12,8 @@ from tools.caller import Caller, file_roots
 from tools.errors import ToolRefused
 from tools.limits import runner_refuse_if_spent
 from tools.services.common import refuse_secrets, secret_scanner_for, tool_call_record
-from tools.services.paths import OpenedFile, PathRefused, open_beneath
+from tools.services.paths import MAX_FILE_BYTES, OpenedFile, PathRefused, open_beneath, size_problem
 
-MAX_FILE_BYTES = 100 * 1024 * 1024
 CHUNK = 1024 * 1024
 
 # Only these render inline, and only when the bytes say so (not the file name).
@@ -121,10 +120,9 @@ def _copy_from_host(caller: Caller, path: str) -> tuple[str, str]:
 
 
 def _check_size(size: int, path: str) -> None:
-    if size == 0:
-        _refuse(f"{path} is empty")
-    if size > MAX_FILE_BYTES:
-        _refuse(f"{path} is larger than 100 MiB, the limit")
+    problem = size_problem(size, path)
+    if problem:
+        _refuse(problem)
 
 
 def files_send(

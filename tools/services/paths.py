@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 MAX_SYMLINKS = 40  # as the kernel's own limit
+MAX_FILE_BYTES = 100 * 1024 * 1024  # seed 000's send_file limit, judged on the gateway and on hosts
 _STEP_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -164,3 +165,12 @@ def _refusal(exc: OSError, shown: str) -> PathRefused:
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
         return PathRefused(f"no file at {shown}")
     return PathRefused(f"cannot open {shown}: {exc.strerror or exc}")
+
+
+def size_problem(size: int, shown: str) -> str | None:
+    """Why a file of `size` bytes cannot be sent (empty, over the limit), or None."""
+    if size == 0:
+        return f"{shown} is empty"
+    if size > MAX_FILE_BYTES:
+        return f"{shown} is larger than 100 MiB, the limit"
+    return None
