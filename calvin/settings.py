@@ -152,6 +152,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env("REDIS_URL", default="")
 EMBEDDED = not REDIS_URL
 
+# Transports checkout_repo's clone URLs may use (git's GIT_ALLOW_PROTOCOL names). "file" (a
+# local path) reads the host's own disks: allowed by default only in the embedded mode, a laptop.
+CALVIN_REPOSITORY_SCHEMES = tuple(
+    env.list("CALVIN_REPOSITORY_SCHEMES", default=["https", "ssh", "git", *(["file"] if EMBEDDED else [])])
+)
+
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True

@@ -19,6 +19,10 @@ def session_directory_for(session_id: int) -> str:
     return str(Path(settings.CALVIN_SESSIONS_DIR) / f"session-{session_id}")
 
 
+def session_branch_for(session_id: int) -> str:
+    return f"calvin/session-{session_id}"
+
+
 def session_temp_directory_for(session_id: int) -> str:
     return str(Path(settings.CALVIN_SESSIONS_TMP_DIR) / f"session-{session_id}")
 
@@ -53,7 +57,9 @@ def session_start(
     )
     session.directory = session_directory_for(session.id)
     session.temp_directory = session_temp_directory_for(session.id)
-    session.save(update_fields=["directory", "temp_directory"])
+    # checkout_repo's worktrees are on this branch, one per session in each repository's cache.
+    session.branch = session_branch_for(session.id)
+    session.save(update_fields=["directory", "temp_directory", "branch"])
     Path(session.directory).mkdir(parents=True, exist_ok=True)
     # Private to the session: what one session leaves in its temp directory no other sees.
     Path(session.temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)

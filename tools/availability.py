@@ -46,3 +46,23 @@ OFFERED = {
 
 def tool_offered(name: str, mode: str | None = None, server: str = CALVIN) -> bool:
     return (mode or settings.CALVIN_MODE) in OFFERED[server].get(name, set())
+
+
+# Tools listed in a mode only for some sessions: seed 000's "when the host has a workspace
+# definition" (checkout_repo, self-hosted). The service refuses the call with the same reason.
+def definition_needed(name: str, mode: str | None = None, server: str = CALVIN) -> bool:
+    return server == CALVIN and name == "checkout_repo" and (mode or settings.CALVIN_MODE) == SELF_HOSTED
+
+
+def host_has_definition(*, host_id: int | None, workspace_id: int) -> bool:
+    """A session's host has its workspace's definition when the session runs on a host and the
+    workspace defines at least one repository (the gateway sends the definition with each checkout)."""
+    from calvin.workspaces.models import Repository
+
+    return host_id is not None and Repository.objects.filter(workspace_id=workspace_id).exists()
+
+
+NO_DEFINITION = (
+    "checkout_repo needs a workspace definition on the session's host, and this session's host has none:"
+    " a workspace owner or admin adds the workspace's repositories in Calvin's admin"
+)

@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import close_old_connections
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -17,7 +18,7 @@ from starlette.applications import Starlette
 
 from tools.asgi_json import send_json_response
 from tools.auth import SCOPE_KEY, RunnerTokenAuth, caller_from_context
-from tools.availability import CALVIN, NANOCLAW, tool_offered
+from tools.availability import CALVIN, NANOCLAW, OFFERED, definition_needed, host_has_definition, tool_offered
 from tools.http_limits import McpPostOnly
 from tools.services import approval_prompts
 from tools.services.common import refusal_redacted
@@ -50,20 +51,43 @@ def _tool_modules(server: str):
 
 
 class GatewayServer(MCPServer):
-    """The SDK's server, but tools/list shows a caller only the tools its provider uses, and a
-    rejected argument's error text (which quotes the value the agent sent) is redacted
-    against the session's secrets before it goes back."""
+    """The SDK's server with Calvin's availability: tools/list shows a caller the tools the
+    gateway's mode offers (CALVIN_MODE, read per request) that its session may use, and a call
+    to any other is refused by name. A rejected argument's error text (which quotes the value
+    the agent sent) is redacted against the session's secrets before it goes back."""
+
+    def __init__(self, *args, mode: str | None = None, tool_set: str = CALVIN, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.mode, self.tool_set = mode, tool_set
+
+    def _offered(self, name: str, caller) -> bool:
+        """Sync: may read the database (checkout_repo's workspace definition)."""
+        if not tool_offered(name, self.mode, self.tool_set):
+            return False
+        if caller is None:  # in-process, not over HTTP (tests, docs): no runner, so no session to judge
+            return True
+        if caller.provider not in FOR_PROVIDERS.get(name, (caller.provider,)):
+            return False
+        if definition_needed(name, self.mode, self.tool_set):
+            return host_has_definition(host_id=caller.host_id, workspace_id=caller.workspace_id)
+        return True
 
     async def _handle_list_tools(self, ctx, params):
         listed = await super()._handle_list_tools(ctx, params)
         request = getattr(ctx, "request", None)
         caller = request.scope.get(SCOPE_KEY) if request is not None else None
-        if caller is None:  # in-process, not over HTTP (tests, docs): no runner, so every tool
-            return listed
-        tools = [t for t in listed.tools if caller.provider in FOR_PROVIDERS.get(t.name, (caller.provider,))]
+
+        def offered():
+            close_old_connections()
+            return [t for t in listed.tools if self._offered(t.name, caller)]
+
+        tools = await sync_to_async(offered, thread_sensitive=False)()
         return listed.model_copy(update={"tools": tools})
 
     async def call_tool(self, name, arguments, context=None):
+        if not tool_offered(name, self.mode, self.tool_set):
+            mode = self.mode or settings.CALVIN_MODE
+            raise ToolError(f"{name} is not offered in {mode} mode; tools/list shows the tools this gateway offers")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -78,9 +102,11 @@ class GatewayServer(MCPServer):
 
 
 def build_server(mode: str | None = None, server: str = CALVIN) -> MCPServer:
-    mcp = GatewayServer(name=server, instructions=INSTRUCTIONS[server])
+    """Every tool of the set is registered; which are offered is decided per request (a fixed
+    `mode` here, else settings.CALVIN_MODE at the time), so one process follows its settings."""
+    mcp = GatewayServer(name=server, instructions=INSTRUCTIONS[server], mode=mode, tool_set=server)
     for name, fn, description in _tool_modules(server):
-        if tool_offered(name, mode, server):
+        if name in OFFERED[server]:
             mcp.add_tool(fn, name=name, description=description)
     return mcp
 

@@ -7,6 +7,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
+
+from calvin.workspaces import repository_rules
 
 
 class Workspace(models.Model):
@@ -73,21 +76,64 @@ class Member(models.Model):
         return self.role in (self.Role.OWNER, self.Role.ADMIN)
 
 
+def _repository_check(problem):
+    def check(value):
+        text = problem(value)
+        if text:
+            raise ValidationError(text)
+
+    return check
+
+
+def validate_repository_name(value):
+    _repository_check(repository_rules.name_problem)(value)
+
+
+def validate_full_name(value):
+    _repository_check(repository_rules.full_name_problem)(value)
+
+
+def validate_branch(value):
+    _repository_check(repository_rules.branch_problem)(value)
+
+
+def validate_clone_url(value):
+    """Checked against the schemes this gateway allows (settings.CALVIN_REPOSITORY_SCHEMES)."""
+    text = repository_rules.clone_url_problem(value, allowed_schemes=settings.CALVIN_REPOSITORY_SCHEMES)
+    if text:
+        raise ValidationError(text)
+
+
 class Repository(models.Model):
+    """One repository of a workspace's definition: what checkout_repo may check out.
+
+    Names are unique per workspace whatever their case, as agents name them case-insensitively.
+    """
+
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="repositories")
-    name = models.CharField(max_length=100, help_text="Short name agents use in checkout_repo.")
-    full_name = models.CharField(max_length=200, help_text="owner/name")
-    clone_url = models.CharField(max_length=500)
-    default_branch = models.CharField(max_length=200, default="main")
+    name = models.CharField(
+        max_length=repository_rules.MAX_NAME,
+        validators=[validate_repository_name],
+        help_text="Short name agents use in checkout_repo; the checkout's directory in the session.",
+    )
+    full_name = models.CharField(
+        max_length=repository_rules.MAX_FULL_NAME, validators=[validate_full_name], help_text="owner/name"
+    )
+    clone_url = models.CharField(max_length=repository_rules.MAX_CLONE_URL, validators=[validate_clone_url])
+    default_branch = models.CharField(
+        max_length=repository_rules.MAX_BRANCH, default="main", validators=[validate_branch]
+    )
     # An unpublished repository is listed but checkout_repo refuses it.
     published = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         verbose_name_plural = "repositories"
+        ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "name"], name="repository_unique_name"),
-            models.UniqueConstraint(fields=["workspace", "full_name"], name="repository_unique_full_name"),
+            models.UniqueConstraint(Lower("name"), "workspace", name="repository_unique_name"),
+            models.UniqueConstraint(Lower("full_name"), "workspace", name="repository_unique_full_name"),
         ]
 
     def __str__(self) -> str:

@@ -90,6 +90,8 @@ class Command(BaseCommand):
         talk = demo_agent_ensure(workspace=demo.workspace, owner=demo.session.owner, claude_code=claude_code)
         runner, token = runner_start(session=demo.session, host="localhost")
         base = settings.CALVIN_PUBLIC_URL.rstrip("/") or f"http://{host}:{port}"
+        # Links agents are given (a spawned thread, a read_thread URL) point where this gateway listens.
+        settings.CALVIN_PUBLIC_URL = base
         snippet = mcp_json_for(url=base, token=token, tool_sets=demo.session.agent.tool_sets)
         (settings.VAR_DIR / "demo.mcp.json").write_text(json.dumps(snippet, indent=2))
         (settings.VAR_DIR / "demo.mcp.json").chmod(0o600)
