@@ -1,21 +1,37 @@
-"""The instructions file a session's agent reads (CLAUDE.md in its session directory).
+"""The instructions files a session's agent reads in its session directory: CLAUDE.md and AGENTS.md.
 
-Composed when the session starts from the agent's standing instructions (set by people in
-the admin, or staged by create_agent's `instructions`) and what its tool sets need it to
-know: the destinations it may send to. The agent may change its copy; the standing
-instructions stay on the Agent for its next sessions.
+CLAUDE.md is composed when the session starts from the agent's standing instructions (set by
+people in the admin, or staged by create_agent's `instructions`) and what its tool sets need
+it to know: the destinations it may send to, and where the workspace's repositories are
+listed. The agent may change its copy; the standing instructions stay on the Agent for its
+next sessions. AGENTS.md is the workspace's definition (calvin/workspaces/definitions.py),
+rewritten whenever the definition changes.
 """
 
+import logging
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 INSTRUCTIONS_FILE = "CLAUDE.md"
+AGENTS_FILE = "AGENTS.md"
+REPOSITORIES_NOTE = (
+    "# Repositories\n\n"
+    "AGENTS.md in this directory lists this workspace's repositories, and is kept current when they "
+    "change. Check one out with `checkout_repo` (mcp__calvin__checkout_repo), by its name or owner/name.\n"
+)
 
 
 def instructions_compose(*, agent, destination_names: list[str]) -> str:
+    from tools.availability import tool_offered
+
     parts = []
     if agent.instructions.strip():
         parts.append(f"# Standing instructions\n\n{agent.instructions.strip()}\n")
-    if "nanoclaw" in (agent.tool_sets or []):
+    tool_sets = agent.tool_sets or []
+    if "calvin" in tool_sets and tool_offered("checkout_repo"):
+        parts.append(REPOSITORIES_NOTE)
+    if "nanoclaw" in tool_sets:
         names = "\n".join(f"- `{name}`" for name in destination_names)
         parts.append(
             "# Destinations\n\n"
@@ -34,8 +50,26 @@ def session_instructions_text(session) -> str:
     return instructions_compose(agent=session.agent, destination_names=names)
 
 
+def agents_md_write_local(directory: Path, text: str) -> bool:
+    """AGENTS.md into a session directory on the gateway, if it exists: never through a link
+    the agent planted (write_private replaces the name). False when it was not written."""
+    from sessions.host.sandbox import write_private
+
+    if directory.is_symlink() or not directory.is_dir():
+        return False
+    try:
+        write_private(directory, AGENTS_FILE, text, mode=0o644)
+    except OSError:
+        log.warning("AGENTS.md could not be written in %s", directory, exc_info=True)
+        return False
+    return True
+
+
 def session_instructions_write(session) -> None:
-    """For a session whose directory is on the gateway; a host's runner writes its own copy."""
+    """For a session whose directory is on the gateway; a host's runner writes its own copies."""
+    from calvin.workspaces.definitions import agents_md_text
+
     text = session_instructions_text(session)
     if text:
         (Path(session.directory) / INSTRUCTIONS_FILE).write_text(text)
+    agents_md_write_local(Path(session.directory), agents_md_text(session.workspace_id))

@@ -2,11 +2,15 @@
 
 The host holds no database credentials, so the turn carries the session's configuration:
 the prompt, the runner's token (only when a new generation starts), the provider, the
-instructions file, the secrets in the session's scope, and the agent's environment.
+instructions file, the workspace's AGENTS.md, the secrets in the session's scope, and the
+agent's environment.
 """
+
+import time
 
 from django.conf import settings
 
+from calvin.workspaces.definitions import agents_md_text
 from sessions.instructions import session_instructions_text
 from sessions.models import Runner, Session, Turn
 
@@ -47,6 +51,7 @@ def _environment(session: Session) -> dict | None:
 def turn_message(*, session: Session, turns: list[Turn], runner: Runner, token: str | None) -> dict:
     from sessions.scheduling import turn_prompt
 
+    agents_md_at = time.time()  # before the read: the host keeps the newer of this and a push
     runner_part = {"generation": runner.generation}
     if token:
         runner_part["token"] = token
@@ -60,6 +65,8 @@ def turn_message(*, session: Session, turns: list[Turn], runner: Runner, token: 
         "tool_sets": list(session.agent.tool_sets) if session.agent else ["calvin", "nanoclaw"],
         "provider": _provider(session),
         "instructions": session_instructions_text(session),
+        "agents_md": agents_md_text(session.workspace_id),
+        "agents_md_at": agents_md_at,
         "secrets": _secrets(session),
         "environment": _environment(session),
         "timeout": settings.CALVIN_TURN_TIMEOUT_SECONDS,

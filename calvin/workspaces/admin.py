@@ -1,5 +1,13 @@
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 
+# Imported for its receivers: every process that loads the admin pushes AGENTS.md on changes.
+from calvin.workspaces import signals  # noqa: F401
+from calvin.workspaces.definitions import FORMATS, MAX_BYTES, DefinitionInvalid, definition_export, definition_import
 from calvin.workspaces.models import Agent, DailyUsage, Destination, Member, Quota, Repository, Workspace
 from calvin.workspaces.quotas import quotas_with_usage
 
@@ -10,14 +18,6 @@ class MemberInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
-@admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "slack_team_id", "created_at"]
-    search_fields = ["name", "slug", "slack_team_id"]
-    prepopulated_fields = {"slug": ["name"]}
-    inlines = [MemberInline]
-
-
 @admin.register(Member)
 class MemberAdmin(admin.ModelAdmin):
     list_display = ["__str__", "workspace", "role", "user", "slack_user_id", "created_at"]
@@ -26,19 +26,178 @@ class MemberAdmin(admin.ModelAdmin):
     autocomplete_fields = ["user", "workspace"]
 
 
-@admin.register(Repository)
-class RepositoryAdmin(admin.ModelAdmin):
-    list_display = ["full_name", "name", "workspace", "default_branch", "published"]
-    list_filter = ["published", "workspace"]
-    search_fields = ["name", "full_name", "clone_url"]
-
-
 def _managed_workspace_ids(request) -> list[int]:
     """The workspaces the person owns or administers, computed once per request."""
     if not hasattr(request, "_managed_workspace_ids"):
         managers = Member.objects.filter(user_id=request.user.pk, role__in=[Member.Role.OWNER, Member.Role.ADMIN])
         request._managed_workspace_ids = list(managers.values_list("workspace_id", flat=True))
     return request._managed_workspace_ids
+
+
+def _manages(request, workspace_id: int | None = None) -> bool:
+    """A superuser manages every workspace's definition; other staff those they own or administer."""
+    if request.user.is_active and request.user.is_superuser:
+        return True
+    managed = _managed_workspace_ids(request)
+    return bool(managed) if workspace_id is None else workspace_id in managed
+
+
+class DefinitionImportForm(forms.Form):
+    file = forms.FileField(required=False, help_text=f"A .toml or .yaml file, at most {MAX_BYTES // 1024} KiB.")
+    text = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 16, "cols": 90}))
+    format = forms.ChoiceField(
+        choices=[(f, f.upper()) for f in FORMATS], initial="toml", help_text="Of the pasted text (a file's name says)."
+    )
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("file")) == bool(data.get("text")):
+            raise forms.ValidationError("Upload a file or paste the definition (one of the two).")
+        return data
+
+    def definition(self) -> tuple[bytes | str, str]:
+        """The file's bytes or the pasted text, and its format."""
+        upload = self.cleaned_data.get("file")
+        if not upload:
+            return self.cleaned_data["text"], self.cleaned_data["format"]
+        suffix = upload.name.rsplit(".", 1)[-1].lower()
+        fmt = {"toml": "toml", "yaml": "yaml", "yml": "yaml"}.get(suffix, self.cleaned_data["format"])
+        return upload.read(MAX_BYTES + 1), fmt  # one byte more than allowed: the import says it is too big
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    """Staff with Django's permissions see every workspace; a workspace's owners and admins
+    see theirs (read-only) to reach its definition's export and import."""
+
+    list_display = ["name", "slug", "slack_team_id", "created_at"]
+    search_fields = ["name", "slug", "slack_team_id"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MemberInline]
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        if super().has_view_permission(request):
+            return queryset
+        return queryset.filter(id__in=_managed_workspace_ids(request))
+
+    def has_module_permission(self, request):
+        return super().has_module_permission(request) or _manages(request)
+
+    def has_view_permission(self, request, obj=None):
+        return super().has_view_permission(request, obj) or _manages(request, obj and obj.id)
+
+    def get_urls(self):
+        views = [
+            path("<int:workspace_id>/definition/export/", self.admin_site.admin_view(self.definition_export_view),
+                 name="workspaces_workspace_definition_export"),
+            path("<int:workspace_id>/definition/import/", self.admin_site.admin_view(self.definition_import_view),
+                 name="workspaces_workspace_definition_import"),
+        ]  # fmt: skip
+        return views + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = {
+            **(extra_context or {}),
+            "manages_definition": object_id.isdigit() and _manages(request, int(object_id)),
+        }
+        return super().change_view(request, object_id, form_url, extra)
+
+    def _managed_workspace(self, request, workspace_id: int) -> Workspace:
+        # Not found and not theirs look the same: another tenant's workspace is not even confirmed.
+        workspace = Workspace.objects.filter(id=workspace_id).first()
+        if workspace is None or not _manages(request, workspace.id):
+            raise Http404("No such workspace")
+        return workspace
+
+    def definition_export_view(self, request, workspace_id: int):
+        workspace = self._managed_workspace(request, workspace_id)
+        fmt = request.GET.get("format", "toml")
+        if fmt not in FORMATS:
+            raise Http404("Unknown format")
+        response = HttpResponse(definition_export(workspace=workspace, format=fmt), content_type=f"application/{fmt}")
+        response["Content-Disposition"] = f'attachment; filename="{workspace.slug}-definition.{fmt}"'
+        return response
+
+    def definition_import_view(self, request, workspace_id: int):
+        workspace = self._managed_workspace(request, workspace_id)
+        form = DefinitionImportForm(request.POST or None, request.FILES or None)
+        problems = []
+        if request.method == "POST" and form.is_valid():
+            text, fmt = form.definition()
+            try:
+                summary = definition_import(workspace=workspace, text=text, format=fmt)
+            except DefinitionInvalid as refused:
+                problems = refused.problems
+            else:
+                messages.success(request, f"Definition of {workspace.name} imported: {summary}.")
+                listing = reverse("admin:workspaces_repository_changelist")
+                return redirect(f"{listing}?workspace__id__exact={workspace.id}")
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Import the definition of {workspace.name}",
+            "workspace": workspace,
+            "form": form,
+            "problems": problems,
+        }
+        return TemplateResponse(request, "admin/workspaces/workspace/definition_import.html", context)
+
+
+class RepositoryForm(forms.ModelForm):
+    class Meta:
+        model = Repository
+        fields = ["workspace", "name", "full_name", "clone_url", "default_branch", "published"]
+
+    def clean(self):
+        """The unique constraints say this too, but only by their names."""
+        data = super().clean()
+        workspace = data.get("workspace")
+        others = Repository.objects.filter(workspace=workspace).exclude(pk=self.instance.pk)
+        for key in ("name", "full_name"):
+            value = data.get(key)
+            if workspace and value and others.filter(**{f"{key}__iexact": value}).exists():
+                self.add_error(key, f"{workspace} already has a repository with this {key.replace('_', ' ')}.")
+        return data
+
+
+@admin.register(Repository)
+class RepositoryAdmin(admin.ModelAdmin):
+    """Every workspace's repositories for superusers; a workspace's owners and admins see and
+    change only theirs. Clone URLs are checked by the model's validators when saved."""
+
+    form = RepositoryForm
+    list_display = ["full_name", "name", "workspace", "default_branch", "published", "updated_at"]
+    list_select_related = ["workspace"]
+    # RelatedOnly: a workspace admin's filter lists their own workspaces, not every tenant's name.
+    list_filter = ["published", ("workspace", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["name", "full_name", "clone_url"]
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(workspace_id__in=_managed_workspace_ids(request))
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "workspace" and not request.user.is_superuser:
+            kwargs["queryset"] = Workspace.objects.filter(id__in=_managed_workspace_ids(request)).order_by("name")
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def has_module_permission(self, request):
+        return _manages(request)
+
+    def has_view_permission(self, request, obj=None):
+        return _manages(request, obj and obj.workspace_id)
+
+    def has_add_permission(self, request):
+        return _manages(request)
+
+    def has_change_permission(self, request, obj=None):
+        return _manages(request, obj and obj.workspace_id)
+
+    def has_delete_permission(self, request, obj=None):
+        return _manages(request, obj and obj.workspace_id)
 
 
 class UsageScopedAdmin:

@@ -158,8 +158,29 @@ class HostDaemon:
             self._spawn(self._stop(message))
         elif kind == "request":
             self._spawn(self._answer(message))
+        elif kind == "session.agents_md":
+            self._agents_md(message)
         elif kind in ("closing", "error"):
             log.warning("gateway: %s", message.get("reason") or message.get("error"))
+
+    def _agents_md(self, message: dict) -> None:
+        """A workspace's definition changed: rewrite AGENTS.md in those of its sessions whose
+        directory is on this host; others are ignored."""
+        text = message.get("text")
+        sessions = message.get("sessions")
+        if not isinstance(text, str) or not isinstance(sessions, list):
+            return
+        for session_id in sessions:
+            if not isinstance(session_id, int) or isinstance(session_id, bool):
+                continue
+            runner = self.runners.get(session_id)
+            if runner is None and (self.sessions_root / f"session-{session_id}").is_dir():
+                runner = self._runner(session_id)  # a session this host ran before it restarted
+            try:
+                if runner is not None:
+                    runner.agents_md_update(text, message.get("at"))
+            except OSError as exc:
+                log.warning("AGENTS.md of session %s could not be written: %s", session_id, exc)
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.create_task(coroutine)

@@ -24,6 +24,7 @@ STOP_GRACE = 3.0
 DRAIN_TIMEOUT = 5.0
 STDERR_TAIL = 2000
 INSTRUCTIONS_FILE = "CLAUDE.md"
+AGENTS_FILE = "AGENTS.md"
 SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SYSTEM_PATH = ["/usr/local/bin", "/usr/bin", "/bin"]
 
@@ -152,6 +153,7 @@ class SessionRunner:
         self._process: asyncio.subprocess.Process | None = None
         self._stop_requested = False
         self._stopped = False  # stop() found the agent still running (or not yet started)
+        self._agents_md: tuple[float, str] | None = None  # the newest AGENTS.md: (composed at, text)
 
     async def run_turn(self, turn: dict, *, extra_path=(), reveal=()) -> dict:
         """Run one turn's agent; returns the turn.finished message.
@@ -238,7 +240,19 @@ class SessionRunner:
         write_private(self.directory, ".mcp.json", json.dumps({"mcpServers": servers}, indent=2))
         if turn.get("instructions"):
             write_private(self.directory, INSTRUCTIONS_FILE, str(turn["instructions"]), mode=0o644)
+        if isinstance(turn.get("agents_md"), str):
+            self.agents_md_update(turn["agents_md"], turn.get("agents_md_at"))
         return self._write_secrets(turn.get("secrets") or [])
+
+    def agents_md_update(self, text: str, at=None) -> None:
+        """Write AGENTS.md (the workspace's repositories), keeping the newest text: a push of a
+        changed definition may arrive before the turn composed earlier is prepared. Rewritten
+        each turn either way, so an agent's edit or a planted link does not last."""
+        at = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else 0.0
+        if self._agents_md is None or at >= self._agents_md[0]:
+            self._agents_md = (at, text)
+        if self.directory.is_dir() and not self.directory.is_symlink():
+            write_private(self.directory, AGENTS_FILE, self._agents_md[1], mode=0o644)
 
     def _write_secrets(self, secrets: list[dict]) -> dict[str, str]:
         """NAME=value for each secret; a file secret's value goes in a 0600 file outside the

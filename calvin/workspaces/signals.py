@@ -1,0 +1,65 @@
+"""A workspace's definition changed: its live sessions get the new AGENTS.md.
+
+However a repository is saved or deleted (the admin, an import, the ORM), the push runs once
+per workspace after the transaction commits. Best effort: a host that is not connected gets
+the current text with its session's next turn anyway.
+"""
+
+import logging
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+from calvin.workspaces.definitions import agents_md_text
+from calvin.workspaces.models import Repository
+
+log = logging.getLogger(__name__)
+
+
+@receiver(post_save, sender=Repository, dispatch_uid="repository_saved_agents_md")
+@receiver(post_delete, sender=Repository, dispatch_uid="repository_deleted_agents_md")
+def _repository_changed(sender, instance, **kwargs):
+    agents_md_push_on_commit(workspace_id=instance.workspace_id)
+
+
+def agents_md_push_on_commit(*, workspace_id: int) -> None:
+    """One push per workspace per transaction, however many rows it changed (an import of 500)."""
+    connection = transaction.get_connection()
+    if connection.in_atomic_block:
+        # Django drops callbacks of rolled-back savepoints from this list, so one found here will run.
+        for _, queued, *_ in connection.run_on_commit:
+            if getattr(queued, "agents_md_workspace", None) == workspace_id and not queued.ran:
+                return
+
+    def push():
+        push.ran = True  # tests run callbacks inside the transaction: a later change needs its own
+        try:
+            agents_md_push(workspace_id=workspace_id)
+        except Exception:  # the change is committed; a failed push must not fail the request
+            log.exception("AGENTS.md of workspace %s could not be pushed to its sessions", workspace_id)
+
+    push.agents_md_workspace, push.ran = workspace_id, False
+    transaction.on_commit(push)
+
+
+def agents_md_push(*, workspace_id: int) -> None:
+    from sessions.host_link import host_send
+    from sessions.instructions import agents_md_write_local
+    from sessions.models import Session
+    from sessions.services import LIVE_STATUSES
+
+    at = time.time()  # before the read: a host keeps the newest of a push and a turn's copy
+    text = agents_md_text(workspace_id)
+    by_host = defaultdict(list)
+    live = Session.objects.filter(workspace_id=workspace_id, status__in=LIVE_STATUSES)
+    for session_id, host_id, directory in live.values_list("id", "host_id", "directory"):
+        if host_id is not None:
+            by_host[host_id].append(session_id)
+        elif directory:  # its directory is on the gateway (an issue_token runner's session)
+            agents_md_write_local(Path(directory), text)
+    for host_id, session_ids in by_host.items():
+        host_send(host_id, {"type": "session.agents_md", "sessions": session_ids, "text": text, "at": at})
