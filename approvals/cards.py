@@ -38,6 +38,7 @@ TITLES = {
     "create_agent": "create an agent",
     "install_packages": "install packages",
     "add_mcp_server": "add an MCP server",
+    "post_thread": "post into another thread",
 }
 
 
@@ -153,11 +154,32 @@ def _approval_prompt(details: dict) -> list[dict]:
     return items
 
 
+def _post_thread(details: dict) -> list[dict]:
+    """Where it goes and, in full, the text that will be posted (mentions already made plain text,
+    the "Posted for" line appended): what the worker posts once approved."""
+    target = details["target"]
+    post = details["post"]
+    items = [
+        {"kind": "fields", "items": [{"label": "Thread", "value": f"{visible(target['label'])}\n{target['url']}"}]},
+        {"kind": "text", "text": "Text that will be posted, exactly:\n" + visible(post, keep_newlines=True)},
+    ]
+    if visible(post, keep_newlines=True) != post:
+        items.append(
+            {
+                "kind": "text",
+                "text": "Invisible characters are shown as \\u escapes. Channel-wide mentions and user groups were"
+                " made plain text with a zero-width space (\\u200b) after the @, so nobody is notified.",
+            }
+        )
+    return items
+
+
 ARGUMENTS = {
     "create_agent": _create_agent,
     "install_packages": _install_packages,
     "add_mcp_server": _add_mcp_server,
     PERMISSION_PROMPT: _approval_prompt,
+    "post_thread": _post_thread,
 }
 
 

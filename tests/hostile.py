@@ -78,6 +78,9 @@ def _card(**props_by_id) -> dict:
 
 # A message id the test replaces with one of the agent's own sent messages.
 OWN_MESSAGE = 424242
+# Thread links the test replaces: the agent's own thread, and another thread of its workspace.
+OWN_THREAD_URL = "http://localhost:8000/threads/424242/"
+OTHER_THREAD_URL = "http://localhost:8000/threads/434343/"
 
 # One valid call per tool of each server. Every tool a server lists must be here.
 VALID_CALLS = {
@@ -91,6 +94,9 @@ VALID_CALLS = {
             "input": {"command": "ls -la", "description": "List files"},
             "tool_use_id": "toolu_01",
         },
+        "read_thread": {"url": OWN_THREAD_URL},
+        # Asks for an approval nobody gives (default mode): the test's short bound keeps it short.
+        "post_thread": {"url": OTHER_THREAD_URL, "text": "Deploy finished"},
     },
     "nanoclaw": {
         "send_message": {"text": "t", "to": "thread"},

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from calvin.chat import ChatPermanentError, ChatTemporaryError, chat_adapter_for
+from calvin.chat.base import ThreadTarget
 from tools.models import ToolCall
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ EFFECTS = {
     ("calvin", "send_file"): "tools.effects.send_file_effect",
     ("calvin", "request_secret"): "tools.effects.post_card_effect",
     ("calvin", "approval_prompt"): "tools.services.approval_prompts.approval_prompt_effect",
+    ("calvin", "post_thread"): "tools.effects.post_thread_effect",
     ("nanoclaw", "send_file"): "tools.effects.send_file_effect",
     ("nanoclaw", "send_message"): "tools.services.messages.send_message_effect",
     ("nanoclaw", "edit_message"): "tools.services.messages.edit_message_effect",
@@ -89,6 +91,16 @@ def send_file_effect(call: ToolCall) -> dict:
         alt_text=payload.get("alt_text") or "",
         content_type=payload["content_type"],
         tool_call_id=call.id,
+    )
+
+
+def post_thread_effect(call: ToolCall) -> dict:
+    """The reply where the call (and its approval card) said, with the text it showed: the
+    target and the post are the arguments a person approved. Its adapter's post_reply finds a
+    retry's earlier post itself, as the target is not the session's thread."""
+    target = ThreadTarget(**call.arguments["target"])
+    return chat_adapter_for(target).post_reply(
+        target=target, text=call.arguments["post"], tool_call_id=call.id, sender_agent_id=call.session.agent_id
     )
 
 

@@ -1,5 +1,7 @@
 """The one interface every chat channel implements; tools never talk to a platform directly."""
 
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Protocol
 
 
@@ -13,6 +15,47 @@ class ChatTemporaryError(Exception):
 
 class ChatPermanentError(Exception):
     """The platform refused it for good; retrying will not help."""
+
+
+class ThreadNotReadable(Exception):
+    """The session may not read (or post into) that thread; the text is the reason the agent gets.
+
+    A thread of another workspace reads exactly like one that does not exist."""
+
+
+@dataclass(frozen=True)
+class ThreadTarget:
+    """Another thread a session reads or posts into, as its adapter found it (JSON-safe: it is
+    stored with post_thread's call, and the approved call posts where the card said).
+
+    `key` is what the adapter needs to find it again (web: {"thread_id"}; Slack: channel and root ts).
+    """
+
+    channel_kind: str
+    url: str
+    label: str
+    key: dict = field(default_factory=dict)
+    own: bool = False  # the session's own thread
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ThreadEntry:
+    """One message of a thread read by read_thread, its text whole (the caller cuts it)."""
+
+    id: str
+    author: str
+    at: datetime
+    text: str
+
+
+@dataclass(frozen=True)
+class ThreadExcerpt:
+    first: ThreadEntry | None
+    replies: list[ThreadEntry]  # the latest ones asked for, oldest first
+    replies_total: int
 
 
 class ChatAdapter(Protocol):
@@ -65,3 +108,20 @@ class ChatAdapter(Protocol):
         content_type: str,
         tool_call_id: int,
     ) -> dict: ...
+
+    # Other threads: read_thread and post_thread (seed 000).
+
+    def thread_target(self, *, ref, session) -> ThreadTarget:
+        """The thread `ref` (calvin.chat.thread_refs.ThreadRef) names, if `session` may read it:
+        the bot is in the conversation, and the session's owner and everyone who can read the
+        session's own conversation can see it. Else ThreadNotReadable with the reason."""
+        ...
+
+    def read_thread(self, *, target: ThreadTarget, latest: int) -> ThreadExcerpt:
+        """The first message, the `latest` last replies and how many replies there are: delivered messages only."""
+        ...
+
+    def post_reply(self, *, target: ThreadTarget, text: str, tool_call_id: int, sender_agent_id: int | None) -> dict:
+        """A reply inside the thread (never top level). Idempotent per call: a retry finds its first post.
+        Returns {"message_id", "url"}."""
+        ...

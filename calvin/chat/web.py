@@ -1,9 +1,69 @@
 """Calvin's own chat channel: the thread is the Message table, delivery is a websocket push."""
 
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from calvin.chat.base import ChatPermanentError, ThreadEntry, ThreadExcerpt, ThreadNotReadable, ThreadTarget
+from calvin.chat.links import thread_url
 from calvin.dashboard.events import thread_push_on_commit
-from sessions.models import Message, Reaction
+from calvin.dashboard.selectors import thread_visible_to
+from sessions.models import Message, Reaction, Thread
+
+WEB = Thread.ChannelKind.WEB
+# The same words whether the thread does not exist or belongs to another workspace: a
+# session learns nothing about other tenants' threads.
+NOT_FOUND = "there is no web thread {id} that this session can read: no thread of this session's workspace has that id"
+
+
+def _readers(thread_id: int):
+    """The people who can see a web thread: the dashboard's rule (selectors.threads_visible_to),
+    every user who is a member of the thread's workspace."""
+    return get_user_model().objects.filter(memberships__workspace__threads__id=thread_id)
+
+
+def _unseen_because(session, thread: Thread) -> str | None:
+    """Why the thread's audience is not the session's (seed 000: the session's owner and everyone
+    who can read the session's own conversation must see it), or None."""
+    owner = session.owner
+    if owner is not None and owner.user_id is not None and not thread_visible_to(owner.user, thread.id):
+        return f"the session's owner ({owner}) cannot see that thread"
+    if _readers(session.thread_id).exclude(id__in=_readers(thread.id).values("id")).exists():
+        return "some people who can read this session's thread cannot see that thread"
+    return None
+
+
+# What read_thread shows of a message, read as values: building a model instance for each row
+# and the people and agents it names cost more than the query (bench/read_thread.py).
+ENTRY_FIELDS = (
+    "id",
+    "kind",
+    "author",
+    "text",
+    "file_name",
+    "created_at",
+    "member__display_name",
+    "member__user__username",
+    "member__slack_user_id",
+    "sender_agent__name",
+    "thread__session__agent__name",  # the thread's own agent: who "agent" messages without a sender are
+)
+
+
+def _entry(row: dict) -> ThreadEntry:
+    if row["author"] == Message.Author.PERSON:
+        # Member.__str__, from the values read.
+        name = row["member__display_name"] or row["member__user__username"] or row["member__slack_user_id"]
+        author = f"{name or 'someone'} (person)"
+    elif row["author"] == Message.Author.AGENT:
+        author = f"agent {row['sender_agent__name'] or row['thread__session__agent__name'] or '(no agent)'}"
+    else:
+        author = "Calvin (notice)"
+    text = row["text"]
+    if row["kind"] == Message.Kind.FILE:
+        text = f"[file {row['file_name']}]" + (f" {text}" if text else "")
+    elif row["kind"] == Message.Kind.CARD:
+        text = f"[card] {text}"
+    return ThreadEntry(id=str(row["id"]), author=author, at=row["created_at"], text=text)
 
 
 class WebChannel:
@@ -85,3 +145,49 @@ class WebChannel:
                 "content_type": content_type,
             },
         )
+
+    # Other threads (read_thread, post_thread): any web thread of the session's workspace.
+
+    def thread_target(self, *, ref, session) -> ThreadTarget:
+        thread = Thread.objects.filter(id=ref.thread_id, channel_kind=WEB, workspace_id=session.workspace_id).first()
+        if thread is None:
+            raise ThreadNotReadable(NOT_FOUND.format(id=ref.thread_id))
+        # The bot is in every web thread; who sees it is the dashboard's business.
+        reason = _unseen_because(session, thread)
+        if reason:
+            raise ThreadNotReadable(f"web thread {thread.id} cannot be read from this session: {reason}")
+        label = f"web thread {thread.id}" + (f" ({thread.title})" if thread.title else "")
+        return ThreadTarget(
+            channel_kind=WEB,
+            url=thread_url(thread.id),
+            label=label,
+            key={"thread_id": thread.id},
+            own=thread.id == session.thread_id,
+        )
+
+    def read_thread(self, *, target: ThreadTarget, latest: int) -> ThreadExcerpt:
+        messages = Message.transcript().filter(thread_id=target.key["thread_id"])
+        first = messages.order_by("id").values(*ENTRY_FIELDS).first()
+        if first is None:
+            return ThreadExcerpt(first=None, replies=[], replies_total=0)
+        # Counted apart: a window count in the same query joins every row before the limit (slower).
+        replies = messages.filter(id__gt=first["id"])
+        total = replies.count()
+        rows = list(replies.order_by("-id").values(*ENTRY_FIELDS)[:latest])[::-1] if total else []
+        return ThreadExcerpt(first=_entry(first), replies=[_entry(row) for row in rows], replies_total=total)
+
+    def post_reply(self, *, target: ThreadTarget, text: str, tool_call_id: int, sender_agent_id: int | None) -> dict:
+        thread_id = target.key["thread_id"]
+        posted = Message.objects.filter(tool_call_id=tool_call_id).values_list("id", flat=True).first()
+        if posted is None:
+            if not Thread.objects.filter(id=thread_id, channel_kind=WEB).exists():
+                raise ChatPermanentError(f"web thread {thread_id} no longer exists")
+            fields = {
+                "thread_id": thread_id,
+                "kind": Message.Kind.TEXT,
+                "author": Message.Author.AGENT,
+                "sender_agent_id": sender_agent_id,
+                "text": text,
+            }
+            posted = self._deliver(tool_call_id=tool_call_id, fields=fields)["message_id"]
+        return {"message_id": posted, "url": f"{thread_url(thread_id)}#message-{posted}"}

@@ -14,18 +14,30 @@ import httpx2
 import pytest
 
 from approvals.models import PendingApproval
+from calvin.chat.links import thread_url
 from secrets_vault.crypto import new_key
 from sessions.models import Message
+from sessions.services import session_start
 from tests.approvals.support import worker_drain
 from tests.conftest import wait_for
-from tests.hostile import CARD_SLOTS, CORPUS, OWN_MESSAGE, UNPARSEABLE, VALID_CALLS, leaf_slots, with_value_at
+from tests.hostile import (
+    CARD_SLOTS,
+    CORPUS,
+    OTHER_THREAD_URL,
+    OWN_MESSAGE,
+    OWN_THREAD_URL,
+    UNPARSEABLE,
+    VALID_CALLS,
+    leaf_slots,
+    with_value_at,
+)
 from tools.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e999", "-1e999")
 # Tools that wait for a person: their corpus calls run side by side.
-BLOCKING = {"ask_user_question", "approval_prompt"}
+BLOCKING = {"ask_user_question", "approval_prompt", "post_thread"}
 
 
 @pytest.fixture
@@ -44,10 +56,14 @@ def _on(agent, server: str):
 
 
 def _valid_calls(agent, server: str) -> dict:
-    """The server's valid calls, with OWN_MESSAGE replaced by a message this agent sent."""
+    """The server's valid calls, with OWN_MESSAGE replaced by a message this agent sent and the
+    thread links by the agent's own thread and another one of its workspace."""
     calls = VALID_CALLS[server]
     if server != "nanoclaw":
-        return calls
+        session = agent.session
+        other = session_start(workspace=session.workspace, owner=session.owner, title="another thread").thread
+        text = json.dumps(calls).replace(OWN_THREAD_URL, thread_url(session.thread_id))
+        return json.loads(text.replace(OTHER_THREAD_URL, thread_url(other.id)))
     sent = agent.nanoclaw.raw_call("send_message", json.dumps({"text": "for edits", "to": "thread"}))
     message_id = sent["structuredContent"]["messageId"]
     return json.loads(json.dumps(calls).replace(str(OWN_MESSAGE), str(message_id)))
@@ -102,7 +118,7 @@ def test_every_argument_of_every_tool_against_the_corpus(hostile_agent, server):
         # the worker posts after the call ended; the engine's notes to the agent are not counted.
         wait_for(lambda: not PendingApproval.objects.filter(card_platform_ids={}).exists(), timeout=60)
         posted = Message.objects.filter(thread=hostile_agent.session.thread).exclude(kind=Message.Kind.SYSTEM)
-        assert posted.count() == ToolCall.objects.count()
+        assert posted.count() == ToolCall.objects.exclude(tool="read_thread").count()  # a read posts nothing
     worker_drain()  # approval cards are still being edited: not under the tables' flush
 
 
