@@ -51,7 +51,7 @@ def _card_refresh_later(approval_id: int) -> None:
 
 
 # Answered to the waiting tool call itself: a system message too would queue an extra turn.
-ANSWERED_IN_CALL = ("approval_prompt",)
+ANSWERED_IN_CALL = ("approval_prompt", "post_thread")
 
 
 def _tell_agent(approval: PendingApproval, text: str) -> None:
@@ -107,6 +107,17 @@ def approval_request(
         expires_at=timezone.now() + timeout,
     )
     _card_post_later(approval.id)
+    return approval
+
+
+def approval_expiry_bound(*, approval: PendingApproval, seconds: float) -> PendingApproval:
+    """For a call that waits for its decision: the workspace's approval timeout, shortened to the
+    wait, so the card and the call's answer say "expired" at the same moment. Run it in the
+    request's transaction, before the card is posted (on commit), so the card shows it."""
+    bound = approval.requested_at + timedelta(seconds=seconds)
+    if approval.expires_at > bound:
+        PendingApproval.objects.filter(id=approval.id).update(expires_at=bound)
+        approval.expires_at = bound
     return approval
 
 

@@ -45,14 +45,15 @@ os.environ.update(ENV)
 from run import Processes, free_port, uvicorn_cmd, wait_port  # noqa: E402
 
 
-def prepare() -> None:
+def prepare(db_name: str = DB_NAME, redis_url: str = REDIS_URL, var: Path = VAR) -> None:
+    """A fresh database, Redis db and var directory, a vault key, and the schema."""
     with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB_NAME}")
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    shutil.rmtree(VAR, ignore_errors=True)
-    VAR.mkdir(parents=True)
-    key = VAR / "vault_key"
+        conn.execute(f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {db_name}")
+    redis.Redis.from_url(redis_url).flushdb()
+    shutil.rmtree(var, ignore_errors=True)
+    var.mkdir(parents=True)
+    key = var / "vault_key"
     key.write_text(
         subprocess.check_output(
             [sys.executable, "manage.py", "vault_key"], cwd=ROOT, text=True, stderr=subprocess.DEVNULL
@@ -120,7 +121,7 @@ def main() -> None:
     import django
 
     django.setup()
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per MCP request otherwise
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per MCP request otherwise
     from calvin.workspaces.models import Agent, Member
     from calvin.workspaces.services import workspace_create
     from sessions.hosts import host_create

@@ -333,6 +333,8 @@ CALVIN_HOST_LAPSE_SECONDS = env.float("CALVIN_HOST_LAPSE_SECONDS", default=35.0)
 CALVIN_TURN_TIMEOUT_SECONDS = env.float("CALVIN_TURN_TIMEOUT_SECONDS", default=3600.0)
 # How long a host-local request (send_file's bytes) may take before the tool call fails.
 CALVIN_HOST_REQUEST_SECONDS = env.float("CALVIN_HOST_REQUEST_SECONDS", default=60.0)
+# checkout_repo and spawn_thread's git work on a host: each clone or fetch is killed after this.
+CALVIN_GIT_TIMEOUT_SECONDS = env.float("CALVIN_GIT_TIMEOUT_SECONDS", default=120.0)
 # `manage.py host` (sessions/host/daemon.py) on a machine that runs agents: where the gateway
 # is, the host token made in the admin, and where the daemon keeps session directories.
 CALVIN_GATEWAY_URL = env("CALVIN_GATEWAY_URL", default="http://127.0.0.1:8000")

@@ -61,22 +61,25 @@ async def _receive(layer, channel: str, timeout: float):
         return None
 
 
-def host_request(*, host_id: int, op: str, arguments: dict, sink=None, timeout: float | None = None) -> dict:
-    """Ask the host for something only it has (a file of a session's directory).
+async def host_ask(*, host_id: int, op: str, arguments: dict, sink=None, timeout: float | None = None) -> dict:
+    """Ask the host for something only it has (a file of a session's directory, git work in it),
+    waiting on the event loop: a long clone holds no thread of the server's pool.
 
     Bytes arrive in chunks and are written to `sink` (a binary file) as they come; the
     result is the host's final answer. Raises HostUnavailable or HostRefused.
     """
+    from asgiref.sync import sync_to_async
+
     timeout = timeout or settings.CALVIN_HOST_REQUEST_SECONDS
-    host = Host.objects.filter(id=host_id).values("channel_name", "name").first()
+    host = await sync_to_async(_host_address, thread_sensitive=False)(host_id)
     if not host or not host["channel_name"]:
         raise HostUnavailable("the session's host is not connected")
     layer = get_channel_layer()
     reply_to = f"{REPLY_PREFIX}.{uuid.uuid4().hex}"
     request = {"type": "request", "request": reply_to, "op": op, **arguments}
-    async_to_sync(layer.send)(host["channel_name"], {"type": "host.request", "message": request})
+    await layer.send(host["channel_name"], {"type": "host.request", "message": request})
     while True:
-        reply = async_to_sync(_receive)(layer, reply_to, timeout)
+        reply = await _receive(layer, reply_to, timeout)
         if reply is None:
             raise HostUnavailable(f"the session's host {host['name']} did not answer within {timeout:g} s")
         if reply.get("type") == "reply.chunk":
@@ -86,3 +89,12 @@ def host_request(*, host_id: int, op: str, arguments: dict, sink=None, timeout: 
         if reply.get("ok"):
             return reply
         raise HostRefused(str(reply.get("error") or "the host refused"))
+
+
+def _host_address(host_id: int) -> dict | None:
+    return Host.objects.filter(id=host_id).values("channel_name", "name").first()
+
+
+def host_request(*, host_id: int, op: str, arguments: dict, sink=None, timeout: float | None = None) -> dict:
+    """host_ask for sync code (it runs on the server's event loop)."""
+    return async_to_sync(host_ask)(host_id=host_id, op=op, arguments=arguments, sink=sink, timeout=timeout)

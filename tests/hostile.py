@@ -97,6 +97,12 @@ VALID_CALLS = {
         "read_thread": {"url": OWN_THREAD_URL},
         # Asks for an approval nobody gives (default mode): the test's short bound keeps it short.
         "post_thread": {"url": OTHER_THREAD_URL, "text": "Deploy finished"},
+        # The test defines repository "api" (a local upstream with docs/plan.md) and checks it out first.
+        "checkout_repo": {"repos": ["api", "acme/API"]},
+        "spawn_thread": {"task": "Write the client", "brief": "api/docs/plan.md#plan", "model": "fast"},
+        # Refused on this gateway whatever the arguments (tools/services/previews.py): ALWAYS_REFUSED.
+        "preview": {"port": 8080, "name": "my-app"},
+        "unpreview": {"name": "my-app"},
     },
     "nanoclaw": {
         "send_message": {"text": "t", "to": "thread"},

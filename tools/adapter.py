@@ -35,3 +35,24 @@ async def call_service(service, **kwargs):
         return await _run(service, kwargs)
     except ToolRefused as exc:
         raise ToolError(str(exc)) from None
+
+
+def _refused_text(caller, exc: ToolRefused) -> str:
+    close_old_connections()
+    refusal_note(runner_id=caller.runner_id)
+    return refusal_redacted(caller, str(exc))
+
+
+async def call_async_service(service, **kwargs):
+    """call_service for a service that waits on the event loop (a host's git work): the same
+    argument checks, refusal accounting and redaction, without holding a thread while it waits."""
+    caller = kwargs["caller"]
+    try:
+        refusals_check(runner_id=caller.runner_id)
+        problems = argument_problems({k: v for k, v in kwargs.items() if k != "caller"})
+        if problems:
+            raise ToolRefused("invalid arguments: " + "; ".join(problems[:30]))
+        return await service(**kwargs)
+    except ToolRefused as exc:
+        text = await sync_to_async(_refused_text, thread_sensitive=False)(caller, exc)
+        raise ToolError(text) from None

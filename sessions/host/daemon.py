@@ -2,8 +2,8 @@
 
 It holds its host token and nothing else of the gateway's (no database, no Redis). Over the
 connection it registers, heartbeats, runs the turns it is given, streams what the agents do,
-and answers host-local requests (send_file's bytes). What must not be lost (a turn's end)
-waits in an outbox across reconnects.
+and answers host-local requests (send_file's bytes, checkout_repo's and spawn_thread's git
+work). What must not be lost (a turn's end) waits in an outbox across reconnects.
 """
 
 import asyncio
@@ -39,6 +39,7 @@ class HostDaemon:
         self.mcp_base = base
         self.ws_url = ("wss://" if base.startswith("https://") else "ws://") + base.split("://", 1)[1] + "/ws/host/"
         self.token, self.name, self.capacity = token, name, capacity
+        self.state_dir = state_dir
         self.sessions_root = state_dir / "sessions"
         self.temp_root = state_dir / "tmp"
         self.secrets_root = state_dir / "secrets"
@@ -260,9 +261,26 @@ class HostDaemon:
     async def _answer(self, message: dict) -> None:
         """Answered on the connection it came on; if that drops, the gateway's wait times out."""
         try:
-            if message.get("op") == "file.read":
+            op = message.get("op")
+            if op == "file.read":
                 await file_read_answer(
                     request=message, sessions_root=self.sessions_root, temp_root=self.temp_root, send=self._send
+                )
+            elif op == "git.checkout":
+                from sessions.host.git import git_checkout_answer
+
+                await git_checkout_answer(
+                    request=message,
+                    state_dir=self.state_dir,
+                    sessions_root=self.sessions_root,
+                    sandbox=self.sandbox,
+                    send=self._send,
+                )
+            elif op == "git.brief":
+                from sessions.host.git import git_brief_answer
+
+                await git_brief_answer(
+                    request=message, state_dir=self.state_dir, sessions_root=self.sessions_root, send=self._send
                 )
             else:
                 await self._send(

@@ -15,6 +15,7 @@ import pytest
 
 from approvals.models import PendingApproval
 from calvin.chat.links import thread_url
+from calvin.workspaces.models import Repository
 from secrets_vault.crypto import new_key
 from sessions.models import Message
 from sessions.services import session_start
@@ -31,6 +32,7 @@ from tests.hostile import (
     leaf_slots,
     with_value_at,
 )
+from tests.support.git_repos import Upstream
 from tools.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,16 +40,26 @@ pytestmark = pytest.mark.django_db(transaction=True)
 NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e999", "-1e999")
 # Tools that wait for a person: their corpus calls run side by side.
 BLOCKING = {"ask_user_question", "approval_prompt", "post_thread"}
+# Tools this gateway refuses whatever the arguments (previews are not served yet): their valid
+# call is refused with that reason, and the corpus still must get clear answers.
+ALWAYS_REFUSED = {"preview", "unpreview"}
+# Tools whose accepted calls post nothing into the session's thread (or only a notice).
+POST_NOTHING = {"read_thread", "checkout_repo", "spawn_thread"}
 
 
 @pytest.fixture
-def hostile_agent(agent, settings, monkeypatch):
+def hostile_agent(agent, settings, monkeypatch, tmp_path):
     settings.CALVIN_REFUSALS_PER_MINUTE = 1_000_000  # this test is refused on purpose, often
     settings.SP_STORE_KEY = [new_key()]  # request_secret needs a vault
     settings.CALVIN_APPROVAL_PROMPT_WAIT_SECONDS = 1  # each accepted approval_prompt waits this long, undecided
     # Every accepted approval-gated call waits for a decision: let them pile up here.
     monkeypatch.setattr("approvals.services.MAX_PENDING_PER_SESSION", 1_000_000)
     (agent.directory / "ok.txt").write_text("a harmless file")
+    settings.CALVIN_REPOSITORY_SCHEMES = ("file",)
+    upstream = Upstream(tmp_path, "api", {"docs/plan.md": "# Plan\n"})
+    workspace = agent.session.workspace
+    Repository.objects.create(workspace=workspace, name="api", full_name="acme/api", clone_url=upstream.url)
+    assert not agent.call("checkout_repo", {"repos": ["api"]}).is_error  # spawn_thread's brief lies in it
     return agent
 
 
@@ -103,7 +115,9 @@ def test_every_argument_of_every_tool_against_the_corpus(hostile_agent, server):
     accepted = 0
     for tool, arguments in valid_calls.items():
         answer = client.raw_call(tool, json.dumps(arguments))
-        if tool not in BLOCKING:  # a question nobody answers times out, as it should
+        if tool in ALWAYS_REFUSED:
+            assert answer["isError"] and "preview URLs" in answer["content"][0]["text"], answer
+        elif tool not in BLOCKING:  # a question nobody answers times out, as it should
             assert not answer["isError"], f"the valid {tool} call failed: {answer}"
         cases = [(slot, value) for slot in _slots(tool, arguments) for value in CORPUS]
         with ThreadPoolExecutor(max_workers=16 if tool in BLOCKING else 1) as pool:
@@ -118,7 +132,7 @@ def test_every_argument_of_every_tool_against_the_corpus(hostile_agent, server):
         # the worker posts after the call ended; the engine's notes to the agent are not counted.
         wait_for(lambda: not PendingApproval.objects.filter(card_platform_ids={}).exists(), timeout=60)
         posted = Message.objects.filter(thread=hostile_agent.session.thread).exclude(kind=Message.Kind.SYSTEM)
-        assert posted.count() == ToolCall.objects.exclude(tool="read_thread").count()  # a read posts nothing
+        assert posted.count() == ToolCall.objects.exclude(tool__in=POST_NOTHING).count()
     worker_drain()  # approval cards are still being edited: not under the tables' flush
 
 
@@ -130,6 +144,7 @@ UNPARSEABLE_CASES = [(server, tool) for server, calls in VALID_CALLS.items() for
 def test_unparseable_json_is_a_parse_error_before_any_tool(hostile_agent, server, tool, value):
     arguments = VALID_CALLS[server][tool]
     slot = _slots(tool, arguments)[0]
+    before = ToolCall.objects.count()  # the fixture's own checkout
     body = (
         '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "'
         + tool
@@ -151,4 +166,4 @@ def test_unparseable_json_is_a_parse_error_before_any_tool(hostile_agent, server
     if response.status_code == 400:
         error = response.json()["error"]
         assert error["code"] == -32700 and error["message"].startswith("Parse error: "), error
-    assert not ToolCall.objects.exists()
+    assert ToolCall.objects.count() == before

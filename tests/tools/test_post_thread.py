@@ -12,7 +12,7 @@ from approvals.services import approval_decide
 from calvin.chat.links import thread_url
 from calvin.workspaces.models import Member
 from secrets_vault.services import secret_set
-from sessions.models import Message, RunnerCount
+from sessions.models import Message, RunnerCount, Turn
 from sessions.services import session_start
 from tests.approvals.support import (  # noqa: F401  (_worker_idle_afterwards: a fixture, autouse)
     OWNER_PASSWORD,
@@ -199,6 +199,8 @@ def test_outside_bypass_a_card_shows_the_target_and_the_exact_text_and_an_approv
     assert answer["status"] == "posted" and answer["message_id"] == str(message.id)
     assert answer["approval_id"] == approval.id and answer["message"].endswith("Approved by owner.")
     assert card_note(approval, "Approved by owner").startswith("Approved by owner · applied")
+    # The agent heard the outcome in the call: no inbox message queues a turn to say it again.
+    assert not Turn.objects.filter(session=agent.session).exists()
 
 
 @pytest.mark.parametrize("permission_mode", ["default", "acceptEdits", "plan"])
@@ -213,6 +215,7 @@ def test_a_denial_says_who_denied_it_and_posts_nothing(agent, target, permission
     assert "expired" not in answer["message"].lower()
     assert not in_target(target)
     assert ToolCall.objects.get(id=approval.tool_call_id).status == "denied"
+    assert not Turn.objects.filter(session=agent.session).exists()
 
 
 def test_an_undecided_request_expires_at_the_bound_and_says_expired(agent, target, settings):

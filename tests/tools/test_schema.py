@@ -40,11 +40,16 @@ def test_post_card_schema(agent):
 
 
 # In-process there is no runner, so approval_prompt (listed over HTTP to Claude Code runners
-# only, tests/tools/test_approval_prompt.py) is listed in every mode.
+# only, tests/tools/test_approval_prompt.py) is listed in every mode, and checkout_repo in
+# self-hosted mode whatever the session's host has (tests/tools/test_availability.py).
+SERVED_TOOLS = {
+    "send_file", "post_card", "checkout_repo", "spawn_thread", "read_thread", "post_thread",
+    "request_secret", "preview", "unpreview", "approval_prompt",
+}  # fmt: skip
 LISTED = {
     "one-machine": {"send_file", "post_card", "approval_prompt"},
-    "self-hosted": {"send_file", "post_card", "request_secret", "approval_prompt"},
-    "hosted": {"send_file", "post_card", "request_secret", "approval_prompt"},
+    "self-hosted": SERVED_TOOLS,
+    "hosted": SERVED_TOOLS,
 }
 
 

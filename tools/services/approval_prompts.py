@@ -25,23 +25,21 @@ tool before a tool use its permission mode does not allow, waits, and reads a te
 import asyncio
 import json
 import math
-from datetime import timedelta
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from approvals.cards import ARGUMENT_BLOCKS_MAX, HIDDEN_SECRET, PERMISSION_PROMPT, argument_blocks, duration, visible
 from approvals.models import PendingApproval
 from approvals.policy import approval_needed
-from approvals.services import approval_expire, approval_request
+from approvals.services import approval_expire, approval_expiry_bound, approval_request
 from calvin.workspaces.models import Agent
 from secrets_vault.scanner import SecretScanner
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.models import ToolCall
-from tools.services.common import refuse_secrets, secret_scanner_for, tool_call_record
+from tools.services.common import off_loop, refuse_secrets, secret_scanner_for, tool_call_record
 
 TOOL = PERMISSION_PROMPT
 SOURCE = "claude-code"  # approvals.policy's rows for Claude Code's permission prompts
@@ -163,11 +161,7 @@ def approval_prompt_ask(*, caller: Caller, tool_name: str, input: dict, tool_use
         secrets=secrets,
         server=ToolCall.Server.CALVIN,
     )
-    # Same transaction, before the card is posted (on commit): the card shows the expiry that applies.
-    bound = approval.requested_at + timedelta(seconds=settings.CALVIN_APPROVAL_PROMPT_WAIT_SECONDS)
-    if approval.expires_at > bound:
-        PendingApproval.objects.filter(id=approval.id).update(expires_at=bound)
-        approval.expires_at = bound
+    approval = approval_expiry_bound(approval=approval, seconds=settings.CALVIN_APPROVAL_PROMPT_WAIT_SECONDS)
     return {
         "answer": None,
         "approval_id": approval.id,
@@ -219,15 +213,6 @@ def approval_prompt_withdraw(*, approval_id: int) -> bool:
     return approval_expire(approval_id=approval_id)
 
 
-def _off_loop(fn):
-    def run(**kwargs):
-        close_old_connections()  # a pooled thread outside Django's request cycle
-        return fn(**kwargs)
-
-    # Not thread-sensitive: waiting prompts read side by side, each on its own connection.
-    return sync_to_async(run, thread_sensitive=False)
-
-
 async def _pause(gone, seconds: float) -> None:
     if gone is None:
         await asyncio.sleep(seconds)
@@ -247,21 +232,21 @@ async def approval_prompt_wait(asked: dict, *, tool_input: dict, client_gone=Non
     gone = asyncio.ensure_future(client_gone()) if client_gone is not None else None
     try:
         while True:
-            status = await _off_loop(_status)(approval_id=approval_id)
+            status = await off_loop(_status)(approval_id=approval_id)
             if status != S.PENDING:
-                approval = await _off_loop(_decided)(approval_id=approval_id)
+                approval = await off_loop(_decided)(approval_id=approval_id)
                 return approval_prompt_answer(approval, tool_name=asked["tool_name"], tool_input=tool_input)
             if gone is not None and gone.done():
-                await _off_loop(approval_prompt_withdraw)(approval_id=approval_id)
+                await off_loop(approval_prompt_withdraw)(approval_id=approval_id)
                 return deny("Claude Code stopped waiting for the decision.")  # read by nobody
             remaining = (deadline - timezone.now()).total_seconds()
             if remaining <= 0:
-                if not await _off_loop(approval_expire)(approval_id=approval_id):
+                if not await off_loop(approval_expire)(approval_id=approval_id):
                     await _pause(gone, POLL_SECONDS)  # decided meanwhile: the next read finds out how
                 continue
             await _pause(gone, min(POLL_SECONDS, remaining))
     except asyncio.CancelledError:
-        await _off_loop(approval_prompt_withdraw)(approval_id=approval_id)
+        await off_loop(approval_prompt_withdraw)(approval_id=approval_id)
         raise
     finally:
         if gone is not None:

@@ -4,7 +4,8 @@ import logging
 import threading
 from collections import OrderedDict
 
-from django.db import transaction
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, transaction
 
 from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
 from secrets_vault.scanner import SecretScanner, scanner_for
@@ -130,3 +131,15 @@ def publish_effect(tool_call_id: int) -> None:
         apply_tool_call.apply_async((tool_call_id,), retry=False)
     except Exception:
         log.warning("could not queue tool call %s now; the sweep will", tool_call_id, exc_info=True)
+
+
+def off_loop(fn):
+    """`fn` as a coroutine function run in a pooled thread with a usable database connection:
+    for async services (git work, waits) that step off the event loop for their reads and
+    writes. Not thread-sensitive: calls run side by side, each on its own connection."""
+
+    def run(**kwargs):
+        close_old_connections()  # a pooled thread outside Django's request cycle
+        return fn(**kwargs)
+
+    return sync_to_async(run, thread_sensitive=False)

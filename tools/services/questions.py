@@ -13,9 +13,8 @@ import math
 from datetime import timedelta
 from typing import NamedTuple
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from calvin.chat import ChatPermanentError, ChatTemporaryError
@@ -26,7 +25,7 @@ from tools.card_spec.blockkit import card_blocks
 from tools.errors import ToolRefused
 from tools.models import Question, ToolCall
 from tools.services.card_edits import tool_call_card_replace
-from tools.services.common import refuse_secrets, secret_scanner_for, strings_in, tool_call_record
+from tools.services.common import off_loop, refuse_secrets, secret_scanner_for, strings_in, tool_call_record
 
 log = logging.getLogger(__name__)
 
@@ -288,14 +287,6 @@ def questions_close_overdue(*, now) -> int:
     return sum(question_expire(question_id=i, note=OVERDUE_NOTE).status == EXPIRED for i in overdue[:500])
 
 
-def _off_loop(fn):
-    def run(**kwargs):
-        close_old_connections()  # a pooled thread outside Django's request cycle
-        return fn(**kwargs)
-
-    return sync_to_async(run, thread_sensitive=False)
-
-
 def _timed_out_note(timeout: float) -> str:
     return f"Timed out after {timeout:g} seconds; nobody answered."
 
@@ -337,7 +328,7 @@ async def question_wait(asked: dict, client_gone=None) -> str:
     question_id, timeout = asked["question_id"], asked["timeout"]
     try:
         await layer.group_add(group, channel)
-        decision = await _off_loop(question_decision)(question_id=question_id)
+        decision = await off_loop(question_decision)(question_id=question_id)
         if decision is None:
             remaining = max((asked["expires_at"] - timezone.now()).total_seconds(), 0)
             what, event = await _first_of(layer, channel, client_gone, remaining)
@@ -345,9 +336,9 @@ async def question_wait(asked: dict, client_gone=None) -> str:
                 decision = Decision(event["status"], event.get("index"))
             else:
                 note = CLOSED_NOTE if what == "gone" else _timed_out_note(timeout)
-                decision = await _off_loop(question_expire)(question_id=question_id, note=note)
+                decision = await off_loop(question_expire)(question_id=question_id, note=note)
     except asyncio.CancelledError:
-        await _off_loop(question_expire)(question_id=question_id, note=CLOSED_NOTE)
+        await off_loop(question_expire)(question_id=question_id, note=CLOSED_NOTE)
         raise
     finally:
         await layer.group_discard(group, channel)

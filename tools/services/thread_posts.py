@@ -19,23 +19,21 @@
 
 import asyncio
 import re
-from datetime import timedelta
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import transaction
 
 from approvals.cards import ARGUMENT_BLOCKS_MAX, argument_blocks, duration, visible
 from approvals.models import PendingApproval
 from approvals.policy import approval_needed
-from approvals.services import approval_request
+from approvals.services import approval_expiry_bound, approval_request
 from calvin.chat.links import thread_url
 from calvin.chat.thread_refs import ThreadRefInvalid, thread_ref_parse
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.models import ToolCall
 from tools.services.approval_prompts import _decided, approval_prompt_wait
-from tools.services.common import refuse_secrets, secret_scanner_for, tool_call_record
+from tools.services.common import off_loop, refuse_secrets, secret_scanner_for, tool_call_record
 from tools.services.threads import thread_arguments, thread_target_for
 
 TOOL = "post_thread"
@@ -88,16 +86,6 @@ def _problems(*, url, channel, ts, text: str) -> list[str]:
     return problems
 
 
-def _bounded(approval: PendingApproval) -> PendingApproval:
-    """The workspace's approval timeout, shortened to the call's wait (as approval_prompt's):
-    the card and the answer then say "expired" at the same moment. Before the card is posted."""
-    bound = approval.requested_at + timedelta(seconds=settings.CALVIN_APPROVAL_PROMPT_WAIT_SECONDS)
-    if approval.expires_at > bound:
-        PendingApproval.objects.filter(id=approval.id).update(expires_at=bound)
-        approval.expires_at = bound
-    return approval
-
-
 @transaction.atomic
 def thread_post_ask(*, caller: Caller, url: str | None, channel: str | None, ts: str | None, text: str) -> dict:
     """Record the post: queued for the worker at once (bypassPermissions), or waiting for a
@@ -130,23 +118,13 @@ def thread_post_ask(*, caller: Caller, url: str | None, channel: str | None, ts:
         secrets=scanner,
         server=ToolCall.Server.CALVIN,
     )
-    approval = _bounded(approval)
+    approval = approval_expiry_bound(approval=approval, seconds=settings.CALVIN_APPROVAL_PROMPT_WAIT_SECONDS)
     return {
         **asked,
         "approval_id": approval.id,
         "tool_call_id": approval.tool_call_id,
         "expires_at": approval.expires_at,
     }
-
-
-def _off_loop(fn):
-    """`fn` in a pooled thread with a usable database connection: the waits read off the event loop."""
-
-    def run(**kwargs):
-        close_old_connections()  # a pooled thread outside Django's request cycle
-        return fn(**kwargs)
-
-    return sync_to_async(run, thread_sensitive=False)
 
 
 def _call_state(*, tool_call_id: int) -> dict | None:
@@ -158,7 +136,7 @@ async def _applied(tool_call_id: int, seconds: float) -> dict | None:
     deadline = asyncio.get_running_loop().time() + seconds
     pause = 0.01
     while True:
-        state = await _off_loop(_call_state)(tool_call_id=tool_call_id)
+        state = await off_loop(_call_state)(tool_call_id=tool_call_id)
         left = deadline - asyncio.get_running_loop().time()
         if state is None or state["status"] in DONE or left <= 0:
             return state
@@ -203,7 +181,7 @@ async def thread_post_wait(asked: dict, *, client_gone=None) -> dict:
         # The engine's bounded wait (expiry at the bound, withdrawal when the agent goes away).
         waiting = {"approval_id": asked["approval_id"], "expires_at": asked["expires_at"], "tool_name": TOOL}
         await approval_prompt_wait(waiting, tool_input={}, client_gone=client_gone)
-        approval = await _off_loop(_decided)(approval_id=asked["approval_id"])
+        approval = await off_loop(_decided)(approval_id=asked["approval_id"])
         answer = thread_post_decision(approval, asked)
         if answer is not None:
             return answer

@@ -1,0 +1,141 @@
+"""checkout_repo, measured through a real host: a repository already in the host's cache
+checked out into a new session (fetch + worktree), and one already checked out there, next
+to the same git steps run directly in this process.
+
+    .venv/bin/python bench/repositories.py [--quick]
+
+Starts a gateway (uvicorn serving calvin.asgi, one worker) and one `manage.py host` daemon
+on a fresh database `calvin_bench_repos` and Redis db 12; the repository is a local bare one
+(file://) of 300 files in 30 commits, made here. See bench/README.md.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import hosts as host_bench  # sets its environment on import: ours replaces it below
+
+ROOT = host_bench.ROOT
+VAR = ROOT / "var" / "bench-repos"
+DB_NAME = "calvin_bench_repos"
+REDIS_URL = "redis://127.0.0.1:6379/12"
+ENV = {
+    **host_bench.ENV,
+    "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
+    "REDIS_URL": REDIS_URL,
+    "CALVIN_QUEUE": "calvin-bench-repos",
+    "CALVIN_CHANNEL_PREFIX": "calvin-bench-repos",
+    "CALVIN_VAR_DIR": str(VAR),
+    "CALVIN_SESSIONS_DIR": str(VAR / "gateway-sessions"),
+    "CALVIN_REPOSITORY_SCHEMES": "https,ssh,git,file",
+}
+os.environ.update(ENV)
+
+from run import Processes, free_port, uvicorn_cmd, wait_port  # noqa: E402
+
+from tests.support.git_repos import Upstream, git  # noqa: E402  (ROOT is on the path: hosts.py put it there)
+
+
+def upstream_make(root: Path) -> Upstream:
+    upstream = Upstream(root, "api", {"README.md": "# API\n"})
+    for commit in range(30):
+        upstream.commit({f"src/m{commit}_{i}.py": f"x = {commit * 10 + i}\n" * 20 for i in range(10)}, f"c{commit}")
+    return upstream
+
+
+def direct_checkouts(upstream: Upstream, root: Path, n: int) -> list[float]:
+    """The baseline: a bare clone fetched, then a worktree on a new branch, as plain git calls."""
+    mirror = root / "mirror.git"
+    git("clone", "-q", "--bare", upstream.url, str(mirror))
+    git("--git-dir", str(mirror), "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
+    git("--git-dir", str(mirror), "fetch", "-q", "origin")
+    latencies = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        git("--git-dir", str(mirror), "fetch", "-q", "--prune", "origin")
+        git(
+            "--git-dir", str(mirror), "worktree", "add", "-q", "--no-track", "-b", f"b{i}",
+            str(root / f"w{i}"), "refs/remotes/origin/main",
+        )  # fmt: skip
+        latencies.append((time.perf_counter() - t0) * 1000)
+    return latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    n = 20 if parser.parse_args().quick else 100
+    host_bench.prepare(DB_NAME, REDIS_URL, VAR)
+
+    import logging
+
+    import django
+
+    django.setup()
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per MCP request otherwise
+    from calvin.workspaces.models import Agent, Member, Repository
+    from calvin.workspaces.services import workspace_create
+    from sessions.hosts import host_create
+    from sessions.models import Host, Session
+    from sessions.services import runner_start, session_start
+
+    workspace = workspace_create(name="Bench", slug="bench")
+    owner = Member.objects.create(workspace=workspace, display_name="bench")
+    workspace.quota.tool_calls_per_day = 10**6
+    workspace.quota.save()
+    agent = Agent.objects.create(workspace=workspace, name="git", provider="script", tool_sets=["calvin"])
+    upstream = upstream_make(VAR / "upstream")
+    Repository.objects.create(workspace=workspace, name="api", full_name="acme/api", clone_url=upstream.url)
+    host, token = host_create(name="bench-host")
+    host_dir = VAR / "host"
+
+    procs = Processes()
+    port = free_port()
+    try:
+        procs.start("gateway", uvicorn_cmd("calvin.asgi:application", port), env=os.environ.copy())
+        wait_port(procs, "gateway", port)
+        host_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SP_STORE_KEY")}
+        host_env["CALVIN_HOST_TOKEN"] = token
+        procs.start(
+            "host",
+            [sys.executable, "manage.py", "host", "--gateway", f"http://127.0.0.1:{port}", "--name", "bench-host"]
+            + ["--dir", str(host_dir)],
+            env=host_env,
+        )
+        host_bench.wait(lambda: Host.objects.get(id=host.id).channel_name, timeout=30)
+        url = f"http://127.0.0.1:{port}/mcp"
+
+        def new_session() -> str:
+            """A session of this host, its directory made as its runner would; returns its token."""
+            session = session_start(workspace=workspace, owner=owner, agent=agent, title="bench")
+            Session.objects.filter(id=session.id).update(host=host)
+            (host_dir / "sessions" / f"session-{session.id}").mkdir(parents=True)
+            return runner_start(session=session, host=host.name)[1]
+
+        arguments = {"repos": ["api"]}
+        asyncio.run(host_bench.call_many(url, new_session(), "checkout_repo", arguments, 1))  # fills the cache
+        cached, already = [], []
+        for _ in range(n):
+            session_token = new_session()
+            first, *again = asyncio.run(host_bench.call_many(url, session_token, "checkout_repo", arguments, 4))
+            cached.append(first)
+            already += again
+        direct = direct_checkouts(upstream, VAR / "direct", n)
+        print(host_bench.row("checkout_repo, cached repository, new session", cached))
+        print(host_bench.row("checkout_repo, already checked out", already))
+        print(host_bench.row("baseline: git fetch + worktree add, direct", direct))
+        summary = {
+            name: {"p50": host_bench.pct(values, 0.5), "p99": host_bench.pct(values, 0.99), "n": len(values)}
+            for name, values in (("cached", cached), ("already", already), ("direct_git", direct))
+        }
+        (VAR / "results.json").write_text(json.dumps(summary, indent=2))
+    finally:
+        procs.stop_all()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""spawn_thread as an MCP tool: a thin adapter over tools.services.spawns."""
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel, Field
+
+from tools.adapter import call_async_service
+from tools.auth import caller_from_context
+from tools.services.spawns import MAX_TASK, MIN_TASK, thread_spawn
+
+DESCRIPTION = """Starts a session in a new thread, with the same owner and permission mode. The gateway posts the \
+task and a link to the brief as the new thread's first message; this session's thread shows a link to it.
+
+Limit: 8 per runner. Returns the new thread's URL."""
+
+
+class Spawned(BaseModel):
+    tool_call_id: int = Field(description="Calvin's id for this call (audit, dashboard).")
+    url: str = Field(description="The new thread.")
+    model: str = Field(description="The new session's model tier.")
+
+
+async def spawn_thread(
+    task: Annotated[
+        str,
+        Field(
+            description="What the new thread should do: one line.",
+            json_schema_extra={"minLength": MIN_TASK, "maxLength": MAX_TASK},
+        ),
+    ],
+    brief: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=1000,
+            description="Path of a `.md` file inside the session directory, relative to it, with an optional"
+            " `#anchor`. Must be on the fetched default branch of its repository.",
+        ),
+    ],
+    ctx: Context,
+    model: Annotated[
+        Literal["smart", "fast", "default"] | None, Field(description="Model tier. Omitted: the parent's model.")
+    ] = None,
+) -> Spawned:
+    result = await call_async_service(
+        thread_spawn, caller=caller_from_context(ctx), task=task, brief=brief, model=model
+    )
+    return Spawned(tool_call_id=result["tool_call_id"], url=result["url"], model=result["model"])
+
+
+TOOLS = [("spawn_thread", spawn_thread, DESCRIPTION)]
