@@ -60,6 +60,8 @@ def turn_message(*, session: Session, turns: list[Turn], runner: Runner, token: 
         "turn": turns[0].id,
         "turns": [t.id for t in turns],
         "session": session.id,
+        # Its checkouts borrow objects from the host's cache for this workspace (shown read-only).
+        "workspace": session.workspace_id,
         "prompt": turn_prompt(turns),
         "runner": runner_part,
         "tool_sets": list(session.agent.tool_sets) if session.agent else ["calvin", "nanoclaw"],

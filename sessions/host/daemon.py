@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from sessions.host.files import file_read_answer
 from sessions.host.runner import SessionRunner
-from sessions.host.sandbox import Sandbox
+from sessions.host.sandbox import Sandbox, private_directory
 
 log = logging.getLogger("calvin.host")
 
@@ -217,7 +217,12 @@ class HostDaemon:
         timeout = float(message.get("timeout") or 3600)
         try:
             extra_path, prefix = await self._environment(message)
-            turn = runner.run_turn(message, extra_path=extra_path, reveal=[prefix] if prefix else [])
+            reveal = [prefix] if prefix else []
+            if isinstance(message.get("workspace"), int):
+                # checkout_repo's checkouts borrow objects from the workspace's mirrors: read-only,
+                # and the whole directory, so a mirror cloned during the turn shows too.
+                reveal.append(private_directory(self.state_dir / "git" / f"workspace-{message['workspace']}"))
+            turn = runner.run_turn(message, extra_path=extra_path, reveal=reveal)
             finished = await asyncio.wait_for(turn, timeout)
         except TimeoutError:
             await runner.stop()

@@ -5,8 +5,9 @@ The gateway has checked the request; the host checks every name, branch and URL 
 (calvin/workspaces/repository_rules.py) before git sees it, and each request is answered
 exactly once, a refusal saying why. Git never runs a shell, a hook or a transport the
 gateway did not allow (git_process.py). Agents share the session directory and are
-hostile: under bubblewrap the worktree is written from inside the session's sandbox, so a
-link the agent planted can lead git nowhere but the session directory and the mirror.
+hostile: under bubblewrap the checkout is written from inside the session's sandbox, so a
+link the agent planted can lead git nowhere but the session directory (the mirror is
+read-only there).
 """
 
 import asyncio
@@ -24,7 +25,7 @@ from calvin.workspaces.repository_rules import (
     name_problem,
 )
 from sessions.host import git_cache
-from sessions.host.git_cache import GitRefused, mirror_lock, mirror_path, worktree_admin
+from sessions.host.git_cache import GitRefused, checkout_git_dir, mirror_lock, mirror_path
 from sessions.host.git_process import redact, run_git
 from sessions.host.markdown_anchors import anchors
 from sessions.host.sandbox import Sandbox, private_directory
@@ -112,7 +113,7 @@ async def _answer(request: dict, work: Awaitable[dict], send: Send) -> None:
 
 
 async def git_checkout_answer(*, request: dict, state_dir: Path, sessions_root: Path, sandbox: Sandbox, send: Send):
-    """Answer {"op": "git.checkout", ...}: each repository a worktree on the session's branch."""
+    """Answer {"op": "git.checkout", ...}: each repository checked out on the session's branch."""
     await _answer(request, _checkout(request, Path(state_dir).resolve(), sessions_root, sandbox), send)
 
 
@@ -157,7 +158,7 @@ def _on(branch: str | None) -> str:
 
 
 def _sandboxed(sandbox: Sandbox, state_dir: Path, directory: Path, session_id: int):
-    """How the worktree step runs in the session's sandbox, with the mirror writable."""
+    """How the checkout steps run in the session's sandbox, the mirror shown read-only."""
     if sandbox.kind != "bwrap":
         return lambda mirror: None  # the agent is unconfined then anyway
     temp = private_directory(state_dir / "tmp" / f"session-{session_id}")
@@ -165,7 +166,7 @@ def _sandboxed(sandbox: Sandbox, state_dir: Path, directory: Path, session_id: i
 
     def for_mirror(mirror: Path):
         return lambda argv: sandbox.wrap(
-            argv, directory=directory, temp_directory=temp, secrets_directory=secrets, home_binds=[mirror]
+            argv, directory=directory, temp_directory=temp, secrets_directory=secrets, reveal=[mirror]
         )
 
     return for_mirror
@@ -175,8 +176,8 @@ async def _checkout_one(entry, directory, state_dir, workspace_id, branch, *, sc
     name, url, default = entry["name"], entry["clone_url"], entry["default_branch"]
     mirror, path = mirror_path(state_dir, workspace_id, url), directory / name
     result = {"name": name, "full_name": entry["full_name"], "path": str(path), "relative_path": name}
-    if worktree_admin(path, mirror) is not None:  # refuses an occupied path before any clone
-        return await _already(result, path, mirror, schemes)
+    if checkout_git_dir(path, mirror) is not None:  # refuses an occupied path before any clone
+        return _already(result, path, mirror)
     async with mirror_lock(mirror):
         cloned, note = False, None
         if mirror.is_dir() and not mirror.is_symlink():
@@ -189,19 +190,18 @@ async def _checkout_one(entry, directory, state_dir, workspace_id, branch, *, sc
         start = await git_cache.resolve(mirror, f"refs/remotes/origin/{default}", schemes=schemes)
         if not start:
             raise GitRefused(f"it has no branch {default}, its default branch in the definition")
-        if worktree_admin(path, mirror) is not None:  # made by a request that got here first
-            return await _already(result, path, mirror, schemes)
-        await git_cache.add_worktree(
-            mirror, path, branch=branch, start=start, schemes=schemes, timeout=timeout, wrap=wrap(mirror)
+        if checkout_git_dir(path, mirror) is not None:  # made by a request that got here first
+            return _already(result, path, mirror)
+        await git_cache.add_checkout(
+            mirror, path, branch=branch, start=start, url=url, timeout=timeout, wrap=wrap(mirror)
         )
-        commit = await git_cache.resolve(mirror, f"refs/heads/{branch}", schemes=schemes)
-    result |= {"branch": branch, "commit": commit, "status": "cloned" if cloned else "cached", "cloned": cloned}
+    result |= {"branch": branch, "commit": start, "status": "cloned" if cloned else "cached", "cloned": cloned}
     return result | ({"note": note} if note else {})
 
 
-async def _already(result: dict, path: Path, mirror: Path, schemes) -> dict:
+def _already(result: dict, path: Path, mirror: Path) -> dict:
     try:
-        branch, commit = await git_cache.current_branch(worktree_admin(path, mirror), mirror, schemes=schemes)
+        branch, commit = git_cache.current_branch(checkout_git_dir(path, mirror))
     except OSError as error:
         raise GitRefused(f"cannot read the checkout at {path}: {error.strerror or error}") from None
     return result | {"branch": branch, "commit": commit, "status": "already", "cloned": False}
@@ -240,7 +240,7 @@ async def _brief(request: dict, state_dir: Path, sessions_root: Path) -> dict:
     if entry is not None and len(parts) > 1:
         mirror = mirror_path(state_dir, workspace_id, entry["clone_url"])
         with contextlib.suppress(GitRefused):
-            checked_out = worktree_admin(directory / parts[0], mirror) is not None
+            checked_out = checkout_git_dir(directory / parts[0], mirror) is not None
     if not checked_out:
         raise Refused(f"brief {path} is not inside a repository checked out in this session (checkout_repo first)")
     default, full_name, in_repo = entry["default_branch"], entry["full_name"], "/".join(parts[1:])

@@ -1,9 +1,15 @@
-"""A host's cache of workspace repositories, and the session worktrees made from it.
+"""A host's cache of workspace repositories, and the session checkouts made from it.
 
 Each repository is cloned once per host into a bare mirror, kept per workspace: one
 tenant never gets another's private repository from the cache by naming the same URL.
-Upstream branches live under refs/remotes/origin/*, so refs/heads/* holds nothing but
-sessions' branches. A session's checkout is a worktree of the mirror on its own branch.
+Upstream branches live under refs/remotes/origin/*.
+
+A session's checkout is a working tree on the session's branch whose own .git borrows the
+mirror's objects (`git clone --shared`): the agent commits, branches and pushes in a
+repository of its own, and sees the mirror read-only. Were the checkout a linked worktree,
+the agent would need the mirror writable, and a config it wrote there (core.sshCommand,
+url.*.insteadOf, credential.helper) would be obeyed by the host's next fetch, outside any
+sandbox.
 """
 
 import asyncio
@@ -21,6 +27,8 @@ from pathlib import Path
 from sessions.host.git_process import run_git
 
 FETCH_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"
+# The mirror's upstream branches, copied into a session's checkout as they are.
+CACHED_REFSPEC = "+refs/remotes/origin/*:refs/remotes/origin/*"
 SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 CLONES_STARTED = 0  # how many clones this process began, for the tests
 _LOCKS: dict[tuple[asyncio.AbstractEventLoop, str], list] = {}  # (loop, mirror) -> [lock, users]
@@ -87,8 +95,6 @@ async def clone(mirror: Path, url: str, *, default_branch: str, schemes: Sequenc
             ["init", "--quiet", "--bare", "--template=", str(temp)],
             [*git_dir, "config", "remote.origin.url", url],
             [*git_dir, "config", "remote.origin.fetch", FETCH_REFSPEC],
-            # An agent's git sees only its own session's worktrees: its gc must not prune the others.
-            [*git_dir, "config", "gc.worktreePruneExpire", "never"],
         ]
         for args in steps:
             done = await run_git(args, allowed_schemes=schemes, timeout=30)
@@ -114,10 +120,10 @@ def _read_small(path: Path, limit: int = 4096) -> str:
         return handle.read(limit).decode(errors="replace")
 
 
-def worktree_admin(path: Path, mirror: Path) -> Path | None:
-    """The mirror's admin directory for the worktree at `path`, None when `path` is absent
-    or an empty directory; GitRefused when it is anything else. Both sides must agree: the
-    worktree's .git file names the admin directory, whose gitdir file names it back."""
+def checkout_git_dir(path: Path, mirror: Path) -> Path | None:
+    """The .git directory of the session's checkout of `mirror` at `path`; None when `path` is
+    absent or an empty directory; GitRefused when it is anything else. A checkout is a
+    repository whose objects/info/alternates names the mirror's objects."""
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -126,53 +132,95 @@ def worktree_admin(path: Path, mirror: Path) -> Path | None:
         raise GitRefused(f"{path} is a symbolic link")
     if not stat.S_ISDIR(mode):
         raise GitRefused(f"{path} exists and is not a directory")
+    git_dir = path / ".git"
     try:
-        pointer = _read_small(path / ".git")
+        git_mode = os.lstat(git_dir).st_mode
     except FileNotFoundError:
         with os.scandir(path) as entries:
             if next(entries, None) is None:
                 return None
         raise GitRefused(f"{path} is a directory that is not empty") from None
-    except OSError:
-        raise GitRefused(f"{path} holds another git repository") from None
-    admin = Path(pointer.removeprefix("gitdir:").strip())
     try:
-        points_back = _read_small(admin / "gitdir").strip() == str(path / ".git")
+        borrowed = _read_small(git_dir / "objects" / "info" / "alternates").splitlines()
     except OSError:
-        points_back = False
-    if not pointer.startswith("gitdir:") or admin.parent != mirror / "worktrees" or not points_back:
+        borrowed = []
+    if not stat.S_ISDIR(git_mode) or borrowed[:1] != [str(mirror / "objects")]:
         raise GitRefused(f"{path} is a checkout of another repository")
-    return admin
+    return git_dir
 
 
-async def current_branch(admin: Path, mirror: Path, *, schemes: Sequence[str]) -> tuple[str | None, str | None]:
-    """A worktree's branch (None when detached) and commit, from its admin directory."""
-    head = _read_small(admin / "HEAD").strip()
+def _ref_commit(git_dir: Path, ref: str) -> str | None:
+    """A ref's commit, read from the files (the host runs no git in a repository the agent writes)."""
+    try:
+        loose = _read_small(git_dir / ref, limit=200).strip()
+        return loose if SHA_RE.fullmatch(loose) else None
+    except FileNotFoundError:
+        pass
+    try:
+        packed = _read_small(git_dir / "packed-refs", limit=4 * 1024 * 1024)
+    except FileNotFoundError:
+        return None
+    for line in packed.splitlines():
+        commit, _, name = line.partition(" ")
+        if name == ref and SHA_RE.fullmatch(commit):
+            return commit
+    return None
+
+
+def current_branch(git_dir: Path) -> tuple[str | None, str | None]:
+    """A checkout's branch (None when detached) and commit."""
+    head = _read_small(git_dir / "HEAD").strip()
     if head.startswith("ref: refs/heads/"):
-        branch = head.removeprefix("ref: refs/heads/")
-        return branch, await resolve(mirror, f"refs/heads/{branch}", schemes=schemes)
+        branch = head.removeprefix("ref: ")
+        return branch.removeprefix("refs/heads/"), _ref_commit(git_dir, branch)
     return None, head if SHA_RE.fullmatch(head) else None
 
 
-async def add_worktree(
+def public_url(url: str) -> str:
+    """The clone URL without credentials: what the agent's own repository names as origin."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+
+
+async def add_checkout(
     mirror: Path,
     path: Path,
     *,
     branch: str,
     start: str,
-    schemes: Sequence[str],
+    url: str,
     timeout: float,
     wrap: Callable[[list[str]], list[str]] | None,
 ) -> None:
-    """Check `branch` out at `path`, creating it at `start` unless it exists (the agent
-    removed its worktree: it gets its branch back). `wrap` runs git in the sandbox."""
-    git_dir = ["--git-dir", str(mirror)]
-    if await resolve(mirror, f"refs/heads/{branch}", schemes=schemes):
-        # Outside the sandbox, which would hide other sessions' worktrees from the prune.
-        await run_git([*git_dir, "worktree", "prune"], allowed_schemes=schemes, timeout=30)
-        args = [*git_dir, "worktree", "add", "--", str(path), branch]
-    else:
-        args = [*git_dir, "worktree", "add", "--no-track", "-b", branch, "--", str(path), start]
-    done = await run_git(args, allowed_schemes=schemes, timeout=timeout, wrap=wrap)
-    if not done.ok:
-        raise GitRefused(done.why("git worktree add", timeout))
+    """Check `branch` out at `path`, made at `start`, in a repository borrowing the mirror's
+    objects; its origin is the upstream. `wrap` runs git in the session's sandbox, where the
+    mirror is read-only. A step that fails leaves no half-made checkout."""
+    local = ("file",)  # the mirror is a path on this host, whatever the upstream's transport
+    steps = [
+        ["clone", "--quiet", "--shared", "--no-checkout", "--template=", "--", str(mirror), str(path)],
+        [
+            "-C",
+            str(path),
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--",
+            str(mirror),
+            CACHED_REFSPEC,
+        ],
+        ["-C", str(path), "checkout", "--quiet", "--no-track", "-b", branch, start],
+        ["-C", str(path), "remote", "set-url", "origin", public_url(url)],
+    ]
+    try:
+        for args in steps:
+            done = await run_git(args, allowed_schemes=local, timeout=timeout, wrap=wrap)
+            if not done.ok:
+                raise GitRefused(done.why(f"git {args[2] if args[0] == '-C' else args[0]}", timeout))
+    except BaseException:
+        # Still ours only if it is a real directory (rmtree never follows a link inside it).
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        raise

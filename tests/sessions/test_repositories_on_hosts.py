@@ -6,7 +6,7 @@ import pytest
 from calvin.workspaces.models import Repository
 from sessions.models import Session
 from tests.conftest import wait_for
-from tests.sessions.host_processes import agent_texts, scripted, wait_connected
+from tests.sessions.host_processes import agent_texts, commanded, scripted, wait_connected
 from tests.sessions.test_hosts import hosts, new_session, quick_heartbeats, say  # noqa: F401
 from tests.support.git_repos import Upstream, git
 from tools.models import ToolCall
@@ -53,3 +53,21 @@ def test_an_agent_on_a_host_checks_out_and_spawns_from_a_pushed_brief(hosts, wor
     # The child's own turn runs too (the same script): its checkout is its own worktree.
     wait_for(lambda: ToolCall.objects.filter(session=child, tool="checkout_repo").exists(), timeout=60)
     assert ToolCall.objects.get(session=child, tool="checkout_repo").result["repos"][0]["status"] == "cached"
+
+
+def test_the_agent_reads_and_commits_in_its_checkout_inside_its_sandbox(hosts, workspace, tmp_path):  # noqa: F811
+    """The checkout borrows objects from the host's cache, which the runner shows the agent
+    read-only: without it, the agent's own git could not read a single commit."""
+    upstream = Upstream(tmp_path / "upstream", "api", {"README.md": "# API\n"})
+    Repository.objects.create(workspace=workspace, name="api", full_name="acme/api", clone_url=upstream.url)
+    session = new_session(workspace)
+    scripted(session.agent, [{"tool": "checkout_repo", "arguments": {"repos": ["api"]}}, {"reply": "checked out"}])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "check out")
+    wait_for(lambda: "checked out" in agent_texts(session), timeout=60)
+    commit = "git -c user.name=a -c user.email=a@b -C api commit -q --allow-empty -m mine"
+    commanded(session.agent, ["sh", "-c", f"{commit} && git -C api log --format=%s"])
+    say(session, "commit")
+    wait_for(lambda: len(agent_texts(session)) == 2, timeout=60)
+    assert agent_texts(session)[1].split() == ["mine", "first"], agent_texts(session)

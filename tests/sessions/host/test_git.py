@@ -13,7 +13,7 @@ import pytest
 
 from sessions.host import git_cache
 from sessions.host.git import _sandboxed, git_brief_answer, git_checkout_answer
-from sessions.host.git_cache import GitRefused, add_worktree, mirror_path
+from sessions.host.git_cache import GitRefused, add_checkout, mirror_path
 from sessions.host.git_process import git_environment, run_git
 from sessions.host.markdown_anchors import anchors
 from sessions.host.sandbox import Sandbox
@@ -220,8 +220,7 @@ def test_a_detached_checkout_is_returned_as_it_is(host, api):
 def test_a_checkout_whose_state_cannot_be_read_is_refused(host, api):
     assert host.checkout(12, [entry(api)])["ok"]
     path = (host.sessions / "session-12" / "api").resolve()
-    admin = Path((path / ".git").read_text().removeprefix("gitdir:").strip())
-    (admin / "HEAD").unlink()
+    (path / ".git" / "HEAD").unlink()  # the agent's own repository: it may break it
     reply = host.checkout(12, [entry(api)])
     assert reply["error"] == (
         f"could not check out acme/api: cannot read the checkout at {path}: No such file or directory;"
@@ -269,19 +268,51 @@ def test_each_workspace_has_its_own_cache(host, api, clones):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_an_agent_that_removed_its_worktree_gets_its_branch_back(host, api, kind):
+def test_an_agent_that_removed_its_checkout_gets_a_fresh_one(host, api, kind):
     assert host.checkout(12, [entry(api)], kind=kind)["ok"]
     path = host.sessions / "session-12" / "api"
     (path / "work.txt").write_text("the agent's work")
     git("add", "work.txt", cwd=path)
     git("commit", "--quiet", "-m", "work", cwd=path)
-    agents_commit = git("rev-parse", "HEAD", cwd=path)
     subprocess.run(["rm", "-rf", str(path)], check=True)
 
     reply = host.checkout(12, [entry(api)], kind=kind)
     assert reply["ok"], reply
-    assert (reply["repos"][0]["status"], reply["repos"][0]["commit"]) == ("cached", agents_commit)
-    assert (path / "work.txt").read_text() == "the agent's work"
+    upstream_main = git("--git-dir", str(api.bare), "rev-parse", "main")
+    assert (reply["repos"][0]["status"], reply["repos"][0]["commit"]) == ("cached", upstream_main)
+    assert not (path / "work.txt").exists()  # its commits lived in the repository it removed
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_agents_git_commits_in_its_checkout_and_cannot_touch_the_mirror(host, api, kind):
+    """In the agent's sandbox (the workspace's mirrors read-only, as the runner shows them)
+    git works in the checkout, whose origin is the upstream; the mirror the host fetches
+    into, and whose config the host's git obeys, stays out of the agent's reach."""
+    assert host.checkout(12, [entry(api)], kind=kind)["ok"]
+    session = host.session(12).resolve()
+    path, mirror = session / "api", mirror_path(host.state.resolve(), 3, api.url)
+    sandbox = host.sandbox(kind)
+    secrets_dir = host.state / "secrets" / "session-12"
+    secrets_dir.mkdir(parents=True, exist_ok=True)
+    temp = host.state / "tmp" / "session-12"
+    temp.mkdir(parents=True, exist_ok=True)
+
+    def agent_runs(*argv) -> subprocess.CompletedProcess:
+        wrapped = sandbox.wrap(
+            list(argv), directory=session, temp_directory=temp, secrets_directory=secrets_dir,
+            reveal=[mirror.parent],
+        )  # fmt: skip
+        return subprocess.run(wrapped, capture_output=True, text=True)
+
+    (path / "work.txt").write_text("work")
+    assert agent_runs("git", "-C", str(path), "add", "work.txt").returncode == 0
+    done = agent_runs("git", *IDENTITY, "-C", str(path), "commit", "--quiet", "-m", "work")
+    assert done.returncode == 0, done.stderr
+    assert agent_runs("git", "-C", str(path), "log", "--oneline").stdout.count("\n") == 2
+    assert git("remote", "get-url", "origin", cwd=path) == api.url  # pushes go to the upstream
+    if kind == "bwrap":
+        assert agent_runs("sh", "-c", f"echo x >> {mirror}/config").returncode != 0
+        assert "sshCommand" not in (mirror / "config").read_text()
 
 
 def test_a_failed_fetch_still_checks_out_from_the_cache_with_a_note(host, api):
@@ -380,17 +411,16 @@ def test_an_occupied_path_is_refused_and_nothing_is_written_outside(host, api, c
         path.mkdir()
         os.mkfifo(path / ".git")
 
-    def a_pretended_worktree(path):  # names the mirror's admin directory, which does not name it back
-        path.mkdir()
-        mirror = mirror_path(host.state.resolve(), 3, api.url)
-        (path / ".git").write_text(f"gitdir: {mirror}/worktrees/api\n")
+    def a_pretended_checkout(path):  # a repository that borrows objects from somewhere else
+        git("init", "--quiet", str(path))
+        (path / ".git" / "objects" / "info" / "alternates").write_text("/elsewhere/objects\n")
 
     for occupy, reason in [
         (a_file, "exists and is not a directory"),
         (a_full_directory, "is a directory that is not empty"),
-        (a_repository, "holds another git repository"),
-        (a_fifo_for_git, "holds another git repository"),
-        (a_pretended_worktree, "is a checkout of another repository"),
+        (a_repository, "is a checkout of another repository"),
+        (a_fifo_for_git, "is a checkout of another repository"),
+        (a_pretended_checkout, "is a checkout of another repository"),
     ]:
         subprocess.run(["rm", "-rf", str(session / "api")], check=True)
         occupy(session / "api")
@@ -417,7 +447,7 @@ def test_a_failure_names_the_repository_and_lists_the_ones_checked_out(host, api
     assert [repo["name"] for repo in reply["repos"]] == ["api"]
 
 
-def test_the_sandbox_keeps_the_worktree_step_inside_the_session(host, api, tmp_path):
+def test_the_sandbox_keeps_the_checkout_steps_inside_the_session(host, api, tmp_path):
     """A link swapped in after the host's check (a race it cannot win alone) leads the
     sandboxed git nowhere: everything but the session directory and the mirror is read-only."""
     assert host.checkout(1, [entry(api)])["ok"]
@@ -430,9 +460,9 @@ def test_the_sandbox_keeps_the_worktree_step_inside_the_session(host, api, tmp_p
     start = git("--git-dir", str(mirror), "rev-parse", "refs/remotes/origin/main")
 
     async def add(wrap, branch):
-        await add_worktree(mirror, session / "api", branch=branch, start=start, schemes=["file"], timeout=30, wrap=wrap)
+        await add_checkout(mirror, session / "api", branch=branch, start=start, url=api.url, timeout=30, wrap=wrap)
 
-    with pytest.raises(GitRefused, match="git worktree add failed"):
+    with pytest.raises(GitRefused, match="git clone failed"):
         asyncio.run(add(wrap, "calvin/session-2"))
     assert list(outside.iterdir()) == []
     # Unconfined, the same step writes through the link: the sandbox is what stopped it.
