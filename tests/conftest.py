@@ -208,3 +208,23 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02):
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(interval)
+
+
+@pytest.fixture
+def hosts(gateway, tmp_path, settings):
+    """Start real `manage.py host` daemons (tests/sessions/host_processes.py), with quick
+    heartbeats; each is stopped when the test ends."""
+    from tests.sessions.host_processes import host_start
+
+    settings.CALVIN_HOST_HEARTBEAT_SECONDS = 0.5
+    settings.CALVIN_HOST_LAPSE_SECONDS = 3.0
+    started = []
+
+    def start(name: str, **options):
+        handle = host_start(gateway=gateway, name=name, directory=tmp_path / name, **options)
+        started.append(handle)
+        return handle
+
+    yield start
+    for handle in started:
+        handle.stop()

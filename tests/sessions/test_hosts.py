@@ -42,20 +42,6 @@ def quick_heartbeats(settings):
     settings.CALVIN_HOST_LAPSE_SECONDS = 3.0
 
 
-@pytest.fixture
-def hosts(gateway, tmp_path):
-    started = []
-
-    def start(name: str, **options):
-        handle = host_start(gateway=gateway, name=name, directory=tmp_path / name, **options)
-        started.append(handle)
-        return handle
-
-    yield start
-    for handle in started:
-        handle.stop()
-
-
 def new_session(workspace, title="t"):
     owner = Member.objects.filter(workspace=workspace).first()
     return session_start(workspace=workspace, owner=owner, title=title)

@@ -7,7 +7,7 @@ from calvin.workspaces.models import Repository
 from sessions.models import Session
 from tests.conftest import wait_for
 from tests.sessions.host_processes import agent_texts, commanded, scripted, wait_connected
-from tests.sessions.test_hosts import hosts, new_session, quick_heartbeats, say  # noqa: F401
+from tests.sessions.test_hosts import new_session, say
 from tests.support.git_repos import Upstream, git
 from tools.models import ToolCall
 
@@ -19,7 +19,7 @@ def local_clones(settings):
     settings.CALVIN_REPOSITORY_SCHEMES = ("https", "ssh", "git", "file")
 
 
-def test_an_agent_on_a_host_checks_out_and_spawns_from_a_pushed_brief(hosts, workspace, tmp_path):  # noqa: F811
+def test_an_agent_on_a_host_checks_out_and_spawns_from_a_pushed_brief(hosts, workspace, tmp_path):
     upstream = Upstream(tmp_path / "upstream", "api", {"docs/plan.md": "# Plan\n\n## Next steps\n"})
     Repository.objects.create(workspace=workspace, name="api", full_name="acme/api", clone_url=upstream.url)
     session = new_session(workspace)
@@ -55,7 +55,7 @@ def test_an_agent_on_a_host_checks_out_and_spawns_from_a_pushed_brief(hosts, wor
     assert ToolCall.objects.get(session=child, tool="checkout_repo").result["repos"][0]["status"] == "cached"
 
 
-def test_the_agent_reads_and_commits_in_its_checkout_inside_its_sandbox(hosts, workspace, tmp_path):  # noqa: F811
+def test_the_agent_reads_and_commits_in_its_checkout_inside_its_sandbox(hosts, workspace, tmp_path):
     """The checkout borrows objects from the host's cache, which the runner shows the agent
     read-only: without it, the agent's own git could not read a single commit."""
     upstream = Upstream(tmp_path / "upstream", "api", {"README.md": "# API\n"})

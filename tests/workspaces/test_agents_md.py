@@ -17,7 +17,7 @@ from sessions.models import Host, Session, Turn
 from sessions.services import message_post_by_person, runner_start, session_start
 from sessions.turn_messages import turn_message
 from tests.conftest import wait_for
-from tests.sessions.host_processes import agent_texts, commanded, host_process_start, host_start, wait_connected
+from tests.sessions.host_processes import agent_texts, commanded, host_process_start, wait_connected
 
 
 def repo(workspace, name, **fields) -> Repository:
@@ -197,22 +197,6 @@ def test_one_push_per_workspace_per_transaction_and_none_lost_to_a_rollback(
 
 
 # A real host
-
-
-@pytest.fixture
-def hosts(gateway, tmp_path, settings):
-    settings.CALVIN_HOST_HEARTBEAT_SECONDS = 0.5
-    settings.CALVIN_HOST_LAPSE_SECONDS = 3.0
-    started = []
-
-    def start(name: str, **options):
-        handle = host_start(gateway=gateway, name=name, directory=tmp_path / name, **options)
-        started.append(handle)
-        return handle
-
-    yield start
-    for handle in started:
-        handle.stop()
 
 
 # What the agent read first, then (once `web` is in it) what it reads after the push; then it

@@ -136,5 +136,6 @@ def spawn_record(*, caller: Caller, task: str, brief: str, model: str | None, an
 
 async def thread_spawn(*, caller: Caller, task: str, brief: str, model: str | None) -> dict:
     plan = await off_loop(spawn_plan)(caller=caller, task=task, brief=brief, model=model)
-    answer = await git_ask(caller=caller, op="git.brief", arguments=plan["request"], wait=git_wait_seconds(1))
+    # Two network steps on the host: ls-remote for the default branch, then the fetch.
+    answer = await git_ask(caller=caller, op="git.brief", arguments=plan["request"], wait=git_wait_seconds(2))
     return await off_loop(spawn_record)(caller=caller, task=task, brief=brief, model=model, answer=answer)
