@@ -5,7 +5,7 @@ to the same git steps run directly in this process.
     .venv/bin/python bench/repositories.py [--quick]
 
 Starts a gateway (uvicorn serving calvin.asgi, one worker) and one `manage.py host` daemon
-on a fresh database `calvin_bench_repos` and Redis db 12; the repository is a local bare one
+on a fresh database `calvin_bench_repos` and Redis db 11; the repository is a local bare one
 (file://) of 300 files in 30 commits, made here. See bench/README.md.
 """
 
@@ -22,7 +22,7 @@ import hosts as host_bench  # sets its environment on import: ours replaces it b
 ROOT = host_bench.ROOT
 VAR = ROOT / "var" / "bench-repos"
 DB_NAME = "calvin_bench_repos"
-REDIS_URL = "redis://127.0.0.1:6379/12"
+REDIS_URL = "redis://127.0.0.1:6379/11"
 ENV = {
     **host_bench.ENV,
     "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
