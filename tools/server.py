@@ -62,7 +62,7 @@ class GatewayServer(MCPServer):
 
     def _offered(self, name: str, caller) -> bool:
         """Sync: may read the database (checkout_repo's workspace definition)."""
-        if not tool_offered(name, self.mode, self.tool_set):
+        if name in OFFERED[self.tool_set] and not tool_offered(name, self.mode, self.tool_set):
             return False
         if caller is None:  # in-process, not over HTTP (tests, docs): no runner, so no session to judge
             return True
@@ -85,7 +85,7 @@ class GatewayServer(MCPServer):
         return listed.model_copy(update={"tools": tools})
 
     async def call_tool(self, name, arguments, context=None):
-        if not tool_offered(name, self.mode, self.tool_set):
+        if name in OFFERED[self.tool_set] and not tool_offered(name, self.mode, self.tool_set):
             mode = self.mode or settings.CALVIN_MODE
             raise ToolError(f"{name} is not offered in {mode} mode; tools/list shows the tools this gateway offers")
         try:
