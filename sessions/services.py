@@ -57,7 +57,7 @@ def session_start(
     )
     session.directory = session_directory_for(session.id)
     session.temp_directory = session_temp_directory_for(session.id)
-    # checkout_repo's worktrees are on this branch, one per session in each repository's cache.
+    # checkout_repo's checkouts are on this branch: the session's own, in every repository.
     session.branch = session_branch_for(session.id)
     session.save(update_fields=["directory", "temp_directory", "branch"])
     Path(session.directory).mkdir(parents=True, exist_ok=True)

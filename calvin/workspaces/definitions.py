@@ -256,8 +256,9 @@ def _differs(row: Repository, entry: dict) -> bool:
 PREAMBLE = (
     "# Repositories of this workspace\n\n"
     "These are the repositories in this workspace's definition. `checkout_repo`"
-    " (mcp__calvin__checkout_repo) checks them out into this session directory, each as a git"
-    " worktree on this session's branch: give it a repository's name or its owner/name"
+    " (mcp__calvin__checkout_repo) checks them out into this session directory, each a git"
+    " repository of its own on this session's branch (commit and push from it): give it a"
+    " repository's name or its owner/name"
     " (case-insensitive).\n\n"
     "Calvin writes this file and rewrites it whenever the definition changes.\n\n"
 )

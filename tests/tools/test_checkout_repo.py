@@ -1,4 +1,4 @@
-"""checkout_repo over real MCP HTTP: the workspace definition's repositories as git worktrees
+"""checkout_repo over real MCP HTTP: the workspace definition's repositories checked out
 on the session's branch, from a per-host cache of bare clones, with the seed's error texts.
 
 These sessions have no host (their directory is on the gateway), so the gateway runs the host's
@@ -53,7 +53,7 @@ def checked_out(result) -> list[dict]:
     return result.structured_content["repos"]
 
 
-def test_a_fresh_clone_becomes_a_worktree_on_the_sessions_branch(agent, upstreams):
+def test_a_fresh_clone_becomes_a_checkout_on_the_sessions_branch(agent, upstreams):
     [entry] = checked_out(checkout(agent, ["api"]))
     path = Path(entry["path"])
     assert path == agent.directory / "api"
@@ -61,6 +61,10 @@ def test_a_fresh_clone_becomes_a_worktree_on_the_sessions_branch(agent, upstream
     assert entry["status"] == "cloned" and entry["commit"] == upstreams["api"].head
     assert (path / "docs" / "plan.md").read_text() == "# Plan\n"
     assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=path) == agent.session.branch
+    # A repository of the agent's own, borrowing the cache's objects, whose origin is the upstream.
+    [borrowed] = (path / ".git" / "objects" / "info" / "alternates").read_text().split()
+    assert Path(borrowed).parent.parent == cache_of(agent.session.workspace_id)
+    assert git("remote", "get-url", "origin", cwd=path) == upstreams["api"].url
     call = ToolCall.objects.get(session=agent.session, tool="checkout_repo")
     assert call.status == ToolCall.Status.APPLIED and call.result["repos"][0]["path"] == str(path)
 

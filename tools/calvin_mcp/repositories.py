@@ -20,7 +20,7 @@ Errors: `no repository <x> in this workspace; the list is in AGENTS.md` (not in 
 class CheckedOut(BaseModel):
     name: str = Field(description="The repository's name in the workspace definition.")
     full_name: str = Field(description="owner/name")
-    path: str = Field(description="The worktree: a directory in the session directory.")
+    path: str = Field(description="The checkout: a directory in the session directory, a git repository of its own.")
     branch: str = Field(description="The session's branch, checked out there.")
     commit: str | None = Field(default=None, description="The commit checked out.")
     status: str | None = Field(default=None, description="cloned, cached (from this host's cache), or already.")

@@ -1,4 +1,5 @@
-"""checkout_repo (seed 000): workspace repositories as git worktrees in the session directory.
+"""checkout_repo (seed 000): workspace repositories checked out in the session directory, each
+on the session's branch (a working tree of its own borrowing the host cache's objects).
 
 The names are resolved against the workspace's definition first, every one of them, so one
 bad name refuses the whole call before anything is cloned; the git work itself happens on

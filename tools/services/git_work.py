@@ -68,7 +68,7 @@ async def _ask_here(*, op: str, request: dict) -> dict:
     sessions_root = Path(settings.CALVIN_SESSIONS_DIR)
     request = {**request, "op": op, "request": "local"}
     if op == "git.checkout":
-        # The session's agent runs outside Calvin, unconfined: nothing to confine the worktree step to.
+        # The session's agent runs outside Calvin, unconfined: nothing to confine the checkout to.
         sandbox = Sandbox.none("this session's agent runs outside Calvin")
         await git.git_checkout_answer(
             request=request, state_dir=state_dir, sessions_root=sessions_root, sandbox=sandbox, send=collect
