@@ -201,7 +201,8 @@ def _status(*, approval_id: int) -> str | None:
     return PendingApproval.objects.filter(id=approval_id).values_list("status", flat=True).first()
 
 
-def _decided(*, approval_id: int) -> PendingApproval | None:
+def approval_with_decider(*, approval_id: int) -> PendingApproval | None:
+    """The approval with who decided it (for the answer that names them); None once deleted."""
     return PendingApproval.objects.select_related("decided_by__user").filter(id=approval_id).first()
 
 
@@ -234,7 +235,7 @@ async def approval_prompt_wait(asked: dict, *, tool_input: dict, client_gone=Non
         while True:
             status = await off_loop(_status)(approval_id=approval_id)
             if status != S.PENDING:
-                approval = await off_loop(_decided)(approval_id=approval_id)
+                approval = await off_loop(approval_with_decider)(approval_id=approval_id)
                 return approval_prompt_answer(approval, tool_name=asked["tool_name"], tool_input=tool_input)
             if gone is not None and gone.done():
                 await off_loop(approval_prompt_withdraw)(approval_id=approval_id)

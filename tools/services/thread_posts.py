@@ -32,7 +32,7 @@ from calvin.chat.thread_refs import ThreadRefInvalid, thread_ref_parse
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.models import ToolCall
-from tools.services.approval_prompts import _decided, approval_prompt_wait
+from tools.services.approval_prompts import approval_prompt_wait, approval_with_decider
 from tools.services.common import off_loop, refuse_secrets, secret_scanner_for, tool_call_record
 from tools.services.threads import thread_arguments, thread_target_for
 
@@ -181,7 +181,7 @@ async def thread_post_wait(asked: dict, *, client_gone=None) -> dict:
         # The engine's bounded wait (expiry at the bound, withdrawal when the agent goes away).
         waiting = {"approval_id": asked["approval_id"], "expires_at": asked["expires_at"], "tool_name": TOOL}
         await approval_prompt_wait(waiting, tool_input={}, client_gone=client_gone)
-        approval = await off_loop(_decided)(approval_id=asked["approval_id"])
+        approval = await off_loop(approval_with_decider)(approval_id=asked["approval_id"])
         answer = thread_post_decision(approval, asked)
         if answer is not None:
             return answer
