@@ -108,6 +108,24 @@ async def call_many(url: str, token: str, tool: str, arguments: dict, calls: int
     return latencies
 
 
+def gateway_and_host_start(procs: Processes, *, host, token: str, directory: Path, capacity: int = 8):
+    """A gateway (uvicorn, one worker) and one `manage.py host` daemon holding none of the
+    gateway's credentials; returns the gateway's port and the daemon once it is connected."""
+    port = free_port()
+    procs.start("gateway", uvicorn_cmd("calvin.asgi:application", port), env=os.environ.copy())
+    wait_port(procs, "gateway", port)
+    host_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SP_STORE_KEY")}
+    host_env["CALVIN_HOST_TOKEN"] = token
+    daemon = procs.start(
+        "host",
+        [sys.executable, "manage.py", "host", "--gateway", f"http://127.0.0.1:{port}", "--name", host.name]
+        + ["--capacity", str(capacity), "--dir", str(directory)],
+        env=host_env,
+    )
+    wait(lambda: host.__class__.objects.get(id=host.id).channel_name, timeout=30)
+    return port, daemon
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -140,19 +158,8 @@ def main() -> None:
     host, token = host_create(name="bench-host")
 
     procs = Processes()
-    port = free_port()
     try:
-        procs.start("gateway", uvicorn_cmd("calvin.asgi:application", port), env=os.environ.copy())
-        wait_port(procs, "gateway", port)
-        host_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SP_STORE_KEY")}
-        host_env["CALVIN_HOST_TOKEN"] = token
-        daemon = procs.start(
-            "host",
-            [sys.executable, "manage.py", "host", "--gateway", f"http://127.0.0.1:{port}", "--name", "bench-host"]
-            + ["--capacity", "8", "--dir", str(VAR / "host")],
-            env=host_env,
-        )
-        wait(lambda: host.__class__.objects.get(id=host.id).channel_name, timeout=30)
+        port, daemon = gateway_and_host_start(procs, host=host, token=token, directory=VAR / "host")
         print(f"host daemon connected (pid {daemon.pid}); sandbox {host.__class__.objects.get(id=host.id).sandbox}")
 
         # 1. message → agent process started, against spawning the same command directly.

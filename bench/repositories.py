@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -35,7 +34,7 @@ ENV = {
 }
 os.environ.update(ENV)
 
-from run import Processes, free_port, uvicorn_cmd, wait_port  # noqa: E402
+from run import Processes  # noqa: E402
 
 from tests.support.git_repos import Upstream, git  # noqa: E402  (ROOT is on the path: hosts.py put it there)
 
@@ -82,7 +81,7 @@ def main() -> None:
     from calvin.workspaces.models import Agent, Member, Repository
     from calvin.workspaces.services import workspace_create
     from sessions.hosts import host_create
-    from sessions.models import Host, Session
+    from sessions.models import Session
     from sessions.services import runner_start, session_start
 
     workspace = workspace_create(name="Bench", slug="bench")
@@ -96,19 +95,8 @@ def main() -> None:
     host_dir = VAR / "host"
 
     procs = Processes()
-    port = free_port()
     try:
-        procs.start("gateway", uvicorn_cmd("calvin.asgi:application", port), env=os.environ.copy())
-        wait_port(procs, "gateway", port)
-        host_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SP_STORE_KEY")}
-        host_env["CALVIN_HOST_TOKEN"] = token
-        procs.start(
-            "host",
-            [sys.executable, "manage.py", "host", "--gateway", f"http://127.0.0.1:{port}", "--name", "bench-host"]
-            + ["--dir", str(host_dir)],
-            env=host_env,
-        )
-        host_bench.wait(lambda: Host.objects.get(id=host.id).channel_name, timeout=30)
+        port, _ = host_bench.gateway_and_host_start(procs, host=host, token=token, directory=host_dir)
         url = f"http://127.0.0.1:{port}/mcp"
 
         def new_session() -> str:

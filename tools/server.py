@@ -78,10 +78,16 @@ class GatewayServer(MCPServer):
         caller = request.scope.get(SCOPE_KEY) if request is not None else None
 
         def offered():
-            close_old_connections()
             return [t for t in listed.tools if self._offered(t.name, caller)]
 
-        tools = await sync_to_async(offered, thread_sensitive=False)()
+        def offered_in_thread():
+            close_old_connections()  # a pooled thread outside Django's request cycle
+            return offered()
+
+        # Only a tool that depends on the session's definition reads the database: the others
+        # are decided here, without a hop to a thread.
+        reads = caller is not None and any(definition_needed(t.name, self.mode, self.tool_set) for t in listed.tools)
+        tools = await sync_to_async(offered_in_thread, thread_sensitive=False)() if reads else offered()
         return listed.model_copy(update={"tools": tools})
 
     async def call_tool(self, name, arguments, context=None):

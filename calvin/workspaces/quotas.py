@@ -104,6 +104,15 @@ def usage_row_ensure(*, workspace_id: int, day: date) -> None:
     DailyUsage.objects.bulk_create([DailyUsage(workspace_id=workspace_id, day=day)], ignore_conflicts=True)
 
 
+def _count_today(counter: QuerySet, *, field: str, workspace_id: int, day: date) -> bool:
+    """Add one to `field` of the day's row through `counter` (a conditional UPDATE that checks
+    the quota); the row is made on a miss and the UPDATE tried once more. True when counted."""
+    if counter.update(**{field: F(field) + 1}) == 1:
+        return True
+    usage_row_ensure(workspace_id=workspace_id, day=day)
+    return counter.update(**{field: F(field) + 1}) == 1
+
+
 def _turn_refusal(workspace_id: int, now: datetime) -> str:
     """Why a turn was not counted; read after the fact, off the path of the turns that run."""
     minutes = quota_limit(workspace_id=workspace_id, field="agent_minutes_per_month")
@@ -132,10 +141,7 @@ def quota_turn_take(*, workspace_id: int, now: datetime | None = None) -> str | 
         workspace_id=workspace_id,
         day=today,
     )
-    if counter.update(turns=F("turns") + 1) == 1:
-        return None
-    usage_row_ensure(workspace_id=workspace_id, day=today)
-    if counter.update(turns=F("turns") + 1) == 1:
+    if _count_today(counter, field="turns", workspace_id=workspace_id, day=today):
         return None
     return _turn_refusal(workspace_id, now)
 
@@ -178,10 +184,7 @@ def quota_tool_call_take(*, workspace_id: int, now: datetime | None = None) -> s
         workspace_id=workspace_id,
         day=today,
     )
-    if counter.update(tool_calls=F("tool_calls") + 1) == 1:
-        return None
-    usage_row_ensure(workspace_id=workspace_id, day=today)
-    if counter.update(tool_calls=F("tool_calls") + 1) == 1:
+    if _count_today(counter, field="tool_calls", workspace_id=workspace_id, day=today):
         return None
     return tool_calls_refusal(workspace_id=workspace_id, now=now)
 
