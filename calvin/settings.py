@@ -100,6 +100,7 @@ INSTALLED_APPS = [
     "channels",
     "django_celery_beat",
     "calvin.workspaces",
+    "calvin.chat",
     "sessions.apps.AgentSessionsConfig",
     "tools",
     "approvals",
@@ -181,8 +182,42 @@ CELERY_BEAT_SCHEDULE = {
 # Channel kind -> chat adapter class. A deployment (or a test) can plug in another platform.
 CALVIN_CHAT_ADAPTERS = {
     "web": "calvin.chat.web.WebChannel",
+    "slack": "calvin.chat.slack.adapter.SlackChannel",
     **env.json("CALVIN_CHAT_ADAPTERS", default={}),
 }
+
+# Slack. Hosted: an OAuth install per Slack team (SLACK_CLIENT_ID / SLACK_CLIENT_SECRET).
+# One team: SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET, its events belonging to the workspace
+# CALVIN_SLACK_WORKSPACE names (default the demo workspace `up` makes).
+SLACK_API_URL = env("SLACK_API_URL", default="https://slack.com/api/")
+SLACK_SIGNING_SECRET = env("SLACK_SIGNING_SECRET", default="")
+SLACK_BOT_TOKEN = env("SLACK_BOT_TOKEN", default="")
+SLACK_CLIENT_ID = env("SLACK_CLIENT_ID", default="")
+SLACK_CLIENT_SECRET = env("SLACK_CLIENT_SECRET", default="")
+SLACK_AUTHORIZE_URL = env("SLACK_AUTHORIZE_URL", default="https://slack.com/oauth/v2/authorize")
+SLACK_BOT_SCOPES = env.list(
+    "SLACK_BOT_SCOPES",
+    default=[
+        "app_mentions:read",
+        "channels:history",
+        "groups:history",
+        "im:history",
+        "im:write",
+        "chat:write",
+        "commands",
+        "files:write",
+        "reactions:write",
+        "users:read",
+    ],
+)
+CALVIN_SLACK_WORKSPACE = env("CALVIN_SLACK_WORKSPACE", default="demo")
+# Slack takes about one message a second per channel: each channel's lane waits this long
+# between posts, so bursts leave in order without running into 429s.
+CALVIN_SLACK_CHANNEL_PACE_SECONDS = env.float("CALVIN_SLACK_CHANNEL_PACE_SECONDS", default=1.0)
+# One Web API request's timeout; a post that times out is retried after asking Slack whether it arrived.
+CALVIN_SLACK_HTTP_TIMEOUT = env.float("CALVIN_SLACK_HTTP_TIMEOUT", default=10.0)
+# A post that failed this many times (5xx, timeouts) is given up, and the agent and the thread are told.
+CALVIN_SLACK_POST_ATTEMPTS = env.int("CALVIN_SLACK_POST_ATTEMPTS", default=6)
 
 # A host's answer to a file request arrives in 256 KiB chunks on one channel: room for 100 MiB + 1.
 HOST_REPLY_CAPACITY = {"hostreply*": 500}

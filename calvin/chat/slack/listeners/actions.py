@@ -1,0 +1,5 @@
+"""Slack actions listeners (being built)."""
+
+
+def register(app) -> None:
+    pass

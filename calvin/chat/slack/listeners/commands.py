@@ -1,0 +1,5 @@
+"""Slack commands listeners (being built)."""
+
+
+def register(app) -> None:
+    pass

@@ -1,0 +1,5 @@
+"""Slack events listeners (being built)."""
+
+
+def register(app) -> None:
+    pass

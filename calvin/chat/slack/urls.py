@@ -1,0 +1,10 @@
+from django.urls import path
+
+from calvin.chat.slack import views
+
+app_name = "slack"
+urlpatterns = [
+    path("slack/events", views.slack_inbound, name="events"),
+    path("slack/interactivity", views.slack_inbound, name="interactivity"),
+    path("slack/commands", views.slack_inbound, name="commands"),
+]
