@@ -127,9 +127,7 @@ class SlackPost(models.Model):
     class Meta:
         ordering = ["id"]
         indexes = [
-            models.Index(
-                fields=["lane", "id"], name="slackpost_waiting", condition=Q(status__in=["queued", "sending"])
-            )
+            models.Index(fields=["lane", "id"], name="slackpost_waiting", condition=Q(status__in=["queued", "sending"]))
         ]
 
     def __str__(self) -> str:

@@ -47,8 +47,9 @@ class SlackSender:
 
     def post(self, path: str, body: str, *, content_type: str, timestamp=None, secret=None, headers=None):
         signed = signed_headers(body, secret or self.secret, timestamp=timestamp, content_type=content_type)
-        return httpx2.post(f"{self.gateway}{path}", content=body.encode(), headers={**signed, **(headers or {})},
-                           timeout=10)
+        return httpx2.post(
+            f"{self.gateway}{path}", content=body.encode(), headers={**signed, **(headers or {})}, timeout=10
+        )
 
     def event(self, body: str, **kwargs):
         return self.post("/slack/events", body, content_type=JSON, **kwargs)

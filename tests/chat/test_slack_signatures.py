@@ -38,7 +38,9 @@ def test_unsigned_request_is_refused(slack_sender, slack_team):
     import httpx2
 
     body = event_body(team_id="T0001", event=mention(user="U1", channel="C1", ts="1.000100", text="hi"))
-    response = httpx2.post(f"{slack_sender.gateway}/slack/events", content=body, headers={"Content-Type": "application/json"})
+    response = httpx2.post(
+        f"{slack_sender.gateway}/slack/events", content=body, headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 401
     assert not SlackEvent.objects.exists()
 

@@ -52,8 +52,15 @@ def mention(*, user: str, channel: str, ts: str, text: str, thread_ts: str | Non
 
 
 def message(*, user: str, channel: str, ts: str, text: str, thread_ts: str | None = None, channel_type="channel"):
-    event = {"type": "message", "user": user, "text": text, "ts": ts, "channel": channel, "event_ts": ts,
-             "channel_type": channel_type}
+    event = {
+        "type": "message",
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "channel": channel,
+        "event_ts": ts,
+        "channel_type": channel_type,
+    }
     if thread_ts:
         event["thread_ts"] = thread_ts
     return event

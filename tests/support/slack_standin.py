@@ -128,8 +128,14 @@ class SlackStandIn:
         "ok_false" (HTTP 200 with error), or "slow" (`delay` seconds, then the real answer)."""
         with self._lock:
             self.faults.append(
-                {"method": method, "kind": kind, "count": count, "retry_after": retry_after, "error": error,
-                 "delay": delay}
+                {
+                    "method": method,
+                    "kind": kind,
+                    "count": count,
+                    "retry_after": retry_after,
+                    "error": error,
+                    "delay": delay,
+                }
             )
 
     # -- what a test reads back
@@ -225,7 +231,11 @@ class SlackStandIn:
         if fault and fault["kind"] == "slow":
             time.sleep(fault["delay"])
         elif fault and fault["kind"] == "429":
-            status, answer, extra = 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(fault["retry_after"])}
+            status, answer, extra = (
+                429,
+                {"ok": False, "error": "ratelimited"},
+                {"Retry-After": str(fault["retry_after"])},
+            )
         elif fault and fault["kind"] == "500":
             status, answer = 500, {"ok": False, "error": "internal_error"}
         elif fault and fault["kind"] == "ok_false":
@@ -251,8 +261,7 @@ class SlackStandIn:
         for need in REQUIRED.get(method, []):
             names = need if isinstance(need, tuple) else (need,)
             if not any(params.get(n) not in (None, "", []) for n in names):
-                return 200, {"ok": False, "error": f"missing_argument:{names[0]}" if len(names) == 1
-                             else "no_text"}, {}
+                return 200, {"ok": False, "error": f"missing_argument:{names[0]}" if len(names) == 1 else "no_text"}, {}
         return handler(team, params)
 
     @staticmethod
@@ -292,8 +301,11 @@ class SlackStandIn:
             elif kind == "header":
                 problems.append(self._text_problem(block.get("text"), where + "/text"))
             elif kind == "context":
-                problems += [self._text_problem(e, f"{where}/elements") for e in block.get("elements", [])
-                             if e.get("type") != "image"]
+                problems += [
+                    self._text_problem(e, f"{where}/elements")
+                    for e in block.get("elements", [])
+                    if e.get("type") != "image"
+                ]
             elif kind == "actions":
                 elements = block.get("elements") or []
                 if not elements or len(elements) > MAX_ACTION_ELEMENTS:
@@ -323,8 +335,18 @@ class SlackStandIn:
     # -- methods
 
     def _m_auth_test(self, team, params):
-        return 200, {"ok": True, "team_id": team.team_id, "team": team.team_name, "user_id": team.bot_user_id,
-                     "bot_id": team.bot_id, "url": "https://standin.slack.com/"}, {}
+        return (
+            200,
+            {
+                "ok": True,
+                "team_id": team.team_id,
+                "team": team.team_name,
+                "user_id": team.bot_user_id,
+                "bot_id": team.bot_id,
+                "url": "https://standin.slack.com/",
+            },
+            {},
+        )
 
     def _m_oauth_v2_access(self, team, params):
         if (params.get("client_id"), params.get("client_secret")) != self.oauth_client:
@@ -333,18 +355,22 @@ class SlackStandIn:
         if installing is None:
             return 200, {"ok": False, "error": "invalid_code"}, {}
         self.teams[installing.bot_token] = installing
-        return 200, {
-            "ok": True,
-            "app_id": "A0STANDIN",
-            "authed_user": {"id": "U0INSTALLER"},
-            "scope": "app_mentions:read,chat:write,commands",
-            "token_type": "bot",
-            "access_token": installing.bot_token,
-            "bot_user_id": installing.bot_user_id,
-            "team": {"id": installing.team_id, "name": installing.team_name},
-            "enterprise": None,
-            "is_enterprise_install": False,
-        }, {}
+        return (
+            200,
+            {
+                "ok": True,
+                "app_id": "A0STANDIN",
+                "authed_user": {"id": "U0INSTALLER"},
+                "scope": "app_mentions:read,chat:write,commands",
+                "token_type": "bot",
+                "access_token": installing.bot_token,
+                "bot_user_id": installing.bot_user_id,
+                "team": {"id": installing.team_id, "name": installing.team_name},
+                "enterprise": None,
+                "is_enterprise_install": False,
+            },
+            {},
+        )
 
     def _pace_refusal(self, channel: str):
         if not self.channel_pace:
@@ -458,25 +484,48 @@ class SlackStandIn:
         return 200, {"ok": True, "messages": shown[:limit], "has_more": len(shown) > limit}, {}
 
     def _m_conversations_history(self, team, params):
-        messages = [m for m in self.channels.get(params["channel"], []) if not m.get("thread_ts")
-                    or m.get("thread_ts") == m["ts"]]
+        messages = [
+            m
+            for m in self.channels.get(params["channel"], [])
+            if not m.get("thread_ts") or m.get("thread_ts") == m["ts"]
+        ]
         limit = int(params.get("limit") or 100)
         return 200, {"ok": True, "messages": list(reversed(messages))[:limit], "has_more": False}, {}
 
     def _m_conversations_info(self, team, params):
-        return 200, {"ok": True, "channel": {"id": params["channel"], "is_member": True,
-                                             "is_im": params["channel"].startswith("D")}}, {}
+        return (
+            200,
+            {
+                "ok": True,
+                "channel": {"id": params["channel"], "is_member": True, "is_im": params["channel"].startswith("D")},
+            },
+            {},
+        )
 
     def _m_chat_getPermalink(self, team, params):
         channel, ts = params["channel"], params["message_ts"]
-        return 200, {"ok": True, "permalink": f"https://standin.slack.com/archives/{channel}/p{ts.replace('.', '')}"}, {}
+        return (
+            200,
+            {"ok": True, "permalink": f"https://standin.slack.com/archives/{channel}/p{ts.replace('.', '')}"},
+            {},
+        )
 
     def _m_users_info(self, team, params):
         user = self.users.get(params["user"])
         if user is None:
             return 200, {"ok": False, "error": "user_not_found"}, {}
-        return 200, {"ok": True, "user": {**user, "team_id": team.team_id,
-                                          "profile": {"display_name": user["name"], "real_name": user["real_name"]}}}, {}
+        return (
+            200,
+            {
+                "ok": True,
+                "user": {
+                    **user,
+                    "team_id": team.team_id,
+                    "profile": {"display_name": user["name"], "real_name": user["real_name"]},
+                },
+            },
+            {},
+        )
 
     def _m_views_open(self, team, params):
         issued = self.triggers.get(params["trigger_id"])
