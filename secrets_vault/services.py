@@ -164,4 +164,6 @@ def secrets_rotate() -> int:
         )
         Secret.objects.filter(id=secret.id).update(key_id=key_id, ciphertext=ciphertext)
         changed += 1
-    return changed
+    from calvin.chat.slack.installations import installations_reseal  # Slack bot tokens are sealed too
+
+    return changed + installations_reseal()

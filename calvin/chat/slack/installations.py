@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from calvin.chat.models import SlackInstallation
-from secrets_vault.crypto import decrypt, encrypt
+from secrets_vault.crypto import decrypt, encrypt, vault_keys
 
 
 class InstallRefused(Exception):
@@ -158,3 +158,48 @@ def installation_remove(*, team_id: str) -> int | None:
     installation.delete()
     Workspace.objects.filter(id=workspace_id, slack_team_id=team_id).update(slack_team_id="")
     return workspace_id
+
+
+@transaction.atomic
+def installations_reseal() -> int:
+    """Seal every bot token again under the first SP_STORE_KEY (`manage.py rotate_secrets`,
+    after a new key was put in front); returns how many changed."""
+    first = vault_keys()[0].key_id
+    changed = 0
+    for installation in SlackInstallation.objects.select_for_update().exclude(bot_token_key_id=first):
+        key_id, sealed = encrypt(
+            workspace_id=installation.workspace_id,
+            session_id=None,
+            name=_vault_name(installation.team_id),
+            value=installation_token(installation),
+        )
+        SlackInstallation.objects.filter(id=installation.id).update(bot_token_key_id=key_id, bot_token_sealed=sealed)
+        changed += 1
+    return changed
+
+
+SLACK_REQUEST_PATHS = (
+    ("Event Subscriptions, Request URL", "/slack/events"),
+    ("Interactivity & Shortcuts, Request URL", "/slack/interactivity"),
+    ("Slash command /calvin, Request URL", "/slack/commands"),
+)
+
+
+def slack_setup_lines(base: str) -> list[str]:
+    """What `up` prints for the Slack app's settings page when Slack is configured; [] when not."""
+    base = base.rstrip("/")
+    if not settings.SLACK_SIGNING_SECRET and not (settings.SLACK_CLIENT_ID and settings.SLACK_CLIENT_SECRET):
+        return []
+    if one_team_mode():
+        workspace = settings.CALVIN_SLACK_WORKSPACE
+        mode = f"one team: SLACK_BOT_TOKEN's Slack workspace belongs to the Calvin workspace {workspace!r}"
+    elif settings.SLACK_SIGNING_SECRET:
+        mode = "Slack workspaces are connected by installing the app"
+    else:
+        mode = "SLACK_SIGNING_SECRET is not set: Slack's requests are refused until it is"
+    lines = [f"Slack ({mode}). In the Slack app's settings:"]
+    lines += [f"  {where}: {base}{path}" for where, path in SLACK_REQUEST_PATHS]
+    if settings.SLACK_CLIENT_ID and settings.SLACK_CLIENT_SECRET:
+        lines.append(f"  OAuth & Permissions, Redirect URL: {base}/slack/oauth_redirect")
+        lines.append(f"  Install into a workspace you administer: {base}/slack/install")
+    return lines

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from calvin.chat.slack.installations import slack_setup_lines
 from calvin.http_server import uvicorn_config
 from calvin.workspaces.services import demo_agent_ensure, demo_ensure
 from secrets_vault.crypto import new_key
@@ -154,6 +155,7 @@ class Command(BaseCommand):
                 f"Your own agent's thread: {base}/threads/{demo.session.thread_id}/",
                 f".mcp.json for running Claude Code yourself (also in {settings.VAR_DIR / 'demo.mcp.json'}):",
                 json.dumps(snippet, indent=2),
+                *slack_setup_lines(base),
                 "Calvin is running. Stop it with Ctrl+C.",
                 "",
             ]

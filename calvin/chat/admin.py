@@ -1,0 +1,60 @@
+"""Slack installations in the admin: which Slack team belongs to which workspace; never the token.
+
+Scoped like the vault's admin: a superuser sees every installation, other staff only those
+of the workspaces they own or administer. Installs are made by the OAuth flow
+(/slack/install) or from SLACK_BOT_TOKEN, never typed here; deleting one here forgets it
+(installation_remove) without revoking it in Slack.
+"""
+
+from django.contrib import admin
+
+from calvin.chat.models import SlackInstallation
+from calvin.chat.slack.installations import installation_remove
+from secrets_vault.admin import ScopedToManagedWorkspaces
+
+
+@admin.register(SlackInstallation)
+class SlackInstallationAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
+    list_display = ["team_id", "team_name", "workspace", "installed_by", "installed_at", "from_environment"]
+    list_select_related = ["workspace", "installed_by"]
+    list_filter = ["from_environment"]
+    search_fields = ["team_id", "team_name", "workspace__name"]
+    # The sealed token is on no form and in no list.
+    fields = [
+        "team_id",
+        "team_name",
+        "workspace",
+        "enterprise_id",
+        "app_id",
+        "bot_id",
+        "bot_user_id",
+        "bot_scopes",
+        "installer_slack_user_id",
+        "installed_by",
+        "from_environment",
+        "installed_at",
+        "updated_at",
+    ]
+    readonly_fields = fields
+
+    def _workspace_of(self, obj) -> int:
+        return obj.workspace_id
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("bot_token_sealed")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return self._may(request, obj)
+
+    def delete_model(self, request, obj):
+        installation_remove(team_id=obj.team_id)
+
+    def delete_queryset(self, request, queryset):
+        for team_id in queryset.values_list("team_id", flat=True):
+            installation_remove(team_id=team_id)
