@@ -81,6 +81,8 @@ def press_from_payload(*, body: dict, action: dict, team_id: str) -> Press | Non
     message = body.get("message") or {}
     channel_id = container.get("channel_id") or (body.get("channel") or {}).get("id") or ""
     thread_ts = container.get("thread_ts") or message.get("thread_ts") or container.get("message_ts") or ""
+    if not channel_id or not thread_ts:
+        return None  # a button outside a channel's message (in a modal, say): no thread to act in
     user = body.get("user") or {}
     return Press(
         team_id=team_id,

@@ -89,9 +89,14 @@ def secret_button_pressed(ack, body, action, context):
 def secret_submitted(ack, body, view, context):
     user = body.get("user") or {}
     team_id = context.team_id or ""
-    refusal = secret_modal_submit(
-        team_id=team_id, user_id=user.get("id", ""), user_team_id=user.get("team_id") or team_id, view=view
-    )
+    try:
+        refusal = secret_modal_submit(
+            team_id=team_id, user_id=user.get("id", ""), user_team_id=user.get("team_id") or team_id, view=view
+        )
+    except Exception:
+        # Answered, never a 500: an error response's log record carries the request, body and all.
+        log.exception("a secret form's submission failed; nothing was stored")
+        refusal = "Calvin could not store it just now; nothing was stored. Try again."
     if refusal:
         ack(response_action="errors", errors={BLOCK_ID: refusal})
     else:
