@@ -178,6 +178,11 @@ CELERY_BEAT_SCHEDULE = {
     "approvals-sweep": {"task": "approvals.tasks.sweep_approvals", "schedule": CALVIN_SWEEP_SECONDS},
     # Queues again the turns of hosts whose heartbeat lapsed (also done on every host heartbeat).
     "hosts-sweep": {"task": "sessions.tasks.sweep_hosts", "schedule": CALVIN_SWEEP_SECONDS},
+    # Queues again the drains of Slack lanes whose posts wait with nobody serving them (a lost drain).
+    "slack-lanes-sweep": {
+        "task": "calvin.chat.slack.outbox_tasks.sweep_slack_lanes",
+        "schedule": CALVIN_SWEEP_SECONDS,
+    },
 }
 # Channel kind -> chat adapter class. A deployment (or a test) can plug in another platform.
 CALVIN_CHAT_ADAPTERS = {

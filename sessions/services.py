@@ -69,6 +69,14 @@ def session_start(
     return session
 
 
+def _slack_out(message: Message) -> None:
+    """Calvin's own messages reach a Slack thread's channel too (in this transaction, through
+    its ordered outbox); a web thread's are only the rows."""
+    from calvin.chat.slack.outbox import thread_message_out
+
+    thread_message_out(message)
+
+
 @transaction.atomic
 def message_post_by_person(*, thread: Thread, member, text: str) -> Message:
     """A person's message becomes a queued turn; it is never dropped while the agent is busy."""
@@ -100,6 +108,8 @@ def inbox_post(*, session: Session, text: str, author: str = Message.Author.SYST
     Turn.objects.create(session=session, prompt=message)
     hosts_wake_on_commit()
     thread_push_on_commit(message)
+    if author == Message.Author.SYSTEM:
+        _slack_out(message)
     return message
 
 
@@ -112,6 +122,7 @@ def system_notice_post(*, thread_id: int, text: str) -> Message:
         thread_id=thread_id, kind=Message.Kind.SYSTEM, author=Message.Author.SYSTEM, text=text
     )
     thread_push_on_commit(message)
+    _slack_out(message)
     return message
 
 
@@ -124,6 +135,7 @@ def agent_reply_post(*, session: Session, text: str) -> Message:
         thread_id=session.thread_id, kind=Message.Kind.TEXT, author=Message.Author.AGENT, text=text
     )
     thread_push_on_commit(message)
+    _slack_out(message)
     return message
 
 
