@@ -22,7 +22,7 @@ from datetime import UTC
 from django.db import transaction
 from django.utils import timezone
 
-from calvin.chat import ChatPermanentError, chat_adapter_for
+from calvin.chat import ChatPermanentError, ChatTemporaryError, chat_adapter_for
 from calvin.chat.base import ThreadEntry, ThreadExcerpt, ThreadNotReadable, ThreadTarget
 from calvin.chat.thread_refs import ThreadRefInvalid, thread_ref_parse
 from sessions.models import Session
@@ -56,7 +56,7 @@ def thread_target_for(*, caller: Caller, url, channel, ts) -> tuple[object, Thre
         raise ToolRefused(str(exc)) from None
     try:
         adapter = chat_adapter_for(ref)
-    except ChatPermanentError as exc:  # Slack, before this gateway has a Slack adapter
+    except ChatPermanentError as exc:  # a platform this gateway has no adapter for
         raise ToolRefused(f"cannot reach {ref}: {exc}") from None
     session = Session.objects.select_related("owner__user").get(id=caller.session_id)
     try:
@@ -161,7 +161,11 @@ def thread_read(*, caller: Caller, url: str | None, channel: str | None, ts: str
         secrets=secret_scanner_for(caller),
         status=ToolCall.Status.APPLIED,  # a read: nothing for the worker to do
     )
-    excerpt = adapter.read_thread(target=target, latest=MAX_REPLIES)
+    try:
+        # Slack's threads are read from Slack: it can refuse, or not answer now.
+        excerpt = adapter.read_thread(target=target, latest=MAX_REPLIES)
+    except (ThreadNotReadable, ChatPermanentError, ChatTemporaryError) as exc:
+        raise ToolRefused(f"{target.label} could not be read: {exc}") from None
     text, counts = thread_data_text(target=target, excerpt=excerpt)
     ToolCall.objects.filter(id=call.id).update(result=counts, finished_at=timezone.now())
     return {"text": text, "tool_call_id": call.id, **counts}
