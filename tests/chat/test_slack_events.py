@@ -376,11 +376,14 @@ def scripted_agent(workspace):
 def test_a_mention_is_answered_by_the_agent_in_its_slack_thread(
     slack_sender, slack_team, standin, celery_worker, hosts, scripted_agent
 ):
-    from tests.sessions.host_processes import wait_connected
+    from tests.sessions.host_processes import agent_texts, wait_connected
 
     wait_connected(hosts("h1"))
     said(standin, channel="C1", ts=ROOT, text="<@U0BOT> ping")
     send(slack_sender, mention(user="U1", channel="C1", ts=ROOT, text="ping"))
+    settled()
+    session = slack_session()
+    wait_for(lambda: agent_texts(session) == ["got: ping"], timeout=60)  # a real turn ran on the host
 
     def reply():
         return [m for m in standin.messages("C1") if m.get("bot_id") == "B0BOT" and m.get("thread_ts") == ROOT]
