@@ -173,9 +173,9 @@ def test_a_thread_of_another_workspace_is_not_found_and_gets_nothing(bypass, oth
     assert list(Message.objects.filter(thread=foreign).values_list("text", flat=True)) == ["Globex plans"]
 
 
-def test_a_slack_thread_is_refused_until_the_gateway_has_a_slack_adapter(bypass):
+def test_a_slack_thread_is_refused_while_the_workspace_is_not_connected_to_slack(bypass):
     arguments = {"channel": "C0123ABCD", "ts": "1700000000.000100", "text": "hi"}
-    refused(bypass, arguments, "no chat adapter for slack threads on this gateway yet")
+    refused(bypass, arguments, "not connected to Slack")
 
 
 # ---------------------------------------------------------------- approval outside bypassPermissions

@@ -170,12 +170,12 @@ def test_the_sessions_own_thread_can_be_read(agent):
     assert bodies(read(agent, url=thread_url(agent.session.thread_id))) == ["hello from my own thread"]
 
 
-def test_slack_threads_are_refused_until_the_gateway_has_a_slack_adapter(agent):
+def test_slack_threads_are_refused_while_the_workspace_is_not_connected_to_slack(agent):
     for arguments in (
         {"channel": "C0123ABCD", "ts": "1700000000.000100"},
         {"url": "https://acme.slack.com/archives/C0123ABCD/p1700000000000200?thread_ts=1700000000.000100"},
     ):
-        refused(agent, arguments, "cannot reach Slack thread C0123ABCD/1700000000.000100", "no chat adapter for slack")
+        refused(agent, arguments, "no Slack thread C0123ABCD/1700000000.000100", "not connected to Slack")
 
 
 MALFORMED = [
