@@ -2,7 +2,6 @@
 state and the scopes, the state cookie, the redirect with a code, oauth.v2.access at the
 stand-in, and the team tied to the workspace with its bot token sealed by the vault."""
 
-import base64
 import html
 import logging
 import re
@@ -38,20 +37,6 @@ def oauth(settings, standin, vault):
     settings.SLACK_CLIENT_SECRET = CLIENT_SECRET
     settings.SLACK_AUTHORIZE_URL = AUTHORIZE_URL
     standin.oauth_client = (CLIENT_ID, CLIENT_SECRET)
-    # Slack takes the app's credentials as HTTP Basic auth (what slack_sdk sends, as Slack
-    # recommends) or as form fields; the stand-in reads only the fields, so it is taught the header.
-    plain_params = standin._params
-
-    def params_with_basic_auth(headers, body):
-        params = plain_params(headers, body)
-        auth = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
-        if auth.startswith("Basic "):
-            client_id, _, secret = base64.b64decode(auth[6:]).decode().partition(":")
-            params.setdefault("client_id", client_id)
-            params.setdefault("client_secret", secret)
-        return params
-
-    standin._params = params_with_basic_auth
     return standin
 
 

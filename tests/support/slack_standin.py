@@ -9,6 +9,7 @@ call. It can be told to answer 429 with Retry-After, `ok: false`, 500, or to be 
 can enforce Slack's per-channel pace for chat.postMessage.
 """
 
+import base64
 import json
 import threading
 import time
@@ -221,6 +222,11 @@ class SlackStandIn:
 
     def _api(self, method: str, headers: dict, body: bytes):
         params = self._params(headers, body)
+        basic = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
+        if method == "oauth.v2.access" and basic.startswith("Basic "):
+            client_id, _, secret = base64.b64decode(basic[6:]).decode().partition(":")
+            params.setdefault("client_id", client_id)
+            params.setdefault("client_secret", secret)
         call = Call(method=method, params=params, headers=headers, body=body, at=time.monotonic())
         with self._lock:
             self.calls.append(call)
@@ -349,6 +355,7 @@ class SlackStandIn:
         )
 
     def _m_oauth_v2_access(self, team, params):
+        # The app's credentials come as form fields or as HTTP Basic auth (what slack_sdk sends).
         if (params.get("client_id"), params.get("client_secret")) != self.oauth_client:
             return 200, {"ok": False, "error": "invalid_client_id"}, {}
         installing = self.oauth_codes.pop(params["code"], None)
