@@ -356,29 +356,33 @@ def test_a_post_enqueued_while_the_drainer_releases_the_lane_is_still_sent(agent
     thread = agent.session.thread
     monkeypatch.setattr(outbox, "queue_on_commit", lambda *args: None)  # no drain comes with a new post
     real_serve = outbox._lane_serve
-    late = []
+    late, errors = [], []
 
-    def serve_then_a_post_arrives(lane_id, lease):
-        lease = real_serve(lane_id, lease)
+    def serve_then_a_post_arrives(lane, lease):
+        served = real_serve(lane, lease)
         if not late:
 
             def enqueue():  # another process, while this drainer still holds the lane
                 try:
                     late.append(system_notice_post(thread_id=thread.id, text="late"))
-                    outbox.slack_lane_drain(lane_id=lane_id)  # its drain finds the lane held and leaves
+                    outbox.slack_lane_drain(lane_id=lane.id)  # its drain finds the lane held and leaves
+                except Exception as exc:
+                    errors.append(exc)
                 finally:
                     close_old_connections()
 
             worker = threading.Thread(target=enqueue)
             worker.start()
             worker.join()
-        return lease
+            assert standin.messages(CHANNEL)[-1]["text"] == "first"  # "late" was not taken by that drain
+        return served
 
     monkeypatch.setattr(outbox, "_lane_serve", serve_then_a_post_arrives)
     system_notice_post(thread_id=thread.id, text="first")
     drain_slack_lane.delay(SlackLane.objects.get().id)
     posted(standin, 2)
     assert texts(standin) == ["first", "late"]
+    assert late and not errors
 
 
 def test_the_sweep_drains_a_lane_whose_drain_was_lost(agent, standin, monkeypatch):

@@ -373,8 +373,8 @@ def slack_lane_drain(*, lane_id: int, follow_up: bool = False) -> None:
     if connection.in_atomic_block:
         # Each step must commit on its own: what Slack answered may never roll back.
         raise RuntimeError("a Slack lane is drained outside any transaction")
-    lease = _lease_take(lane_id)
-    if lease is None:
+    taken = _lease_take(lane_id)
+    if taken is None:
         if follow_up:
             lane = SlackLane.objects.filter(id=lane_id).values("next_at", "lease_until").first()
             now = timezone.now()
@@ -382,24 +382,34 @@ def slack_lane_drain(*, lane_id: int, follow_up: bool = False) -> None:
                 if lane["next_at"] and lane["next_at"] > now:
                     _drain_queue(lane_id, (lane["next_at"] - now).total_seconds())
         return
+    lane, lease = taken
+    next_at = None
     try:
-        lease = _lane_serve(lane_id, lease)
+        lease, next_at = _lane_serve(lane, lease)
     finally:
-        if lease is not None:
-            SlackLane.objects.filter(id=lane_id, lease_until=lease).update(lease_until=None)
-    _lane_hand_on(lane_id)
+        if lease is not None:  # released with the moment it may go on, in one statement
+            SlackLane.objects.filter(id=lane_id, lease_until=lease).update(
+                lease_until=None, **({"next_at": next_at} if next_at else {})
+            )
+    _lane_hand_on(lane_id, next_at)
 
 
-def _lease_take(lane_id: int):
+def _lease_take(lane_id: int) -> tuple[SlackLane, object] | None:
+    """(the lane, the lease) when this drainer got it: one conditional UPDATE, which reads the
+    lane's team and channel as it takes it."""
     now = timezone.now()
     until = now + timedelta(seconds=_lease_seconds())
-    taken = (
-        SlackLane.objects.filter(id=lane_id)
-        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
-        .filter(Q(next_at__isnull=True) | Q(next_at__lte=now))
-        .update(lease_until=until)
-    )
-    return until if taken == 1 else None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SlackLane._meta.db_table} SET lease_until = %s"
+            " WHERE id = %s AND (lease_until IS NULL OR lease_until < %s) AND (next_at IS NULL OR next_at <= %s)"
+            " RETURNING team_id, channel_id",
+            [until, lane_id, now, now],
+        )
+        rows = cursor.fetchall()
+    if len(rows) != 1:
+        return None
+    return SlackLane(id=lane_id, team_id=rows[0][0], channel_id=rows[0][1]), until
 
 
 def _lease_renew(lane_id: int, lease, seconds: float = 0.0):
@@ -412,41 +422,39 @@ def _lease_renew(lane_id: int, lease, seconds: float = 0.0):
     return until if renewed == 1 else None
 
 
-def _lane_hand_on(lane_id: int) -> None:
-    """After the release: queue the lane's next drain when it waits, or when posts came in
-    while it was being released."""
-    lane = SlackLane.objects.filter(id=lane_id).values("next_at").first()
-    if lane is None:
-        return
+def _lane_hand_on(lane_id: int, next_at) -> None:
+    """After the release: queue the lane's next drain for when it may go on, or at once when
+    posts came in while it was being released."""
     now = timezone.now()
-    if lane["next_at"] and lane["next_at"] > now:
-        _drain_queue(lane_id, (lane["next_at"] - now).total_seconds())
+    if next_at is not None and next_at > now:
+        _drain_queue(lane_id, (next_at - now).total_seconds())
     elif SlackPost.objects.filter(lane_id=lane_id, status__in=WAITING).exists():
         _drain_queue(lane_id)
 
 
-def _lane_serve(lane_id: int, lease):
-    """Send the lane's posts in id order while its pace lets it; the lease still held, or
-    None when it was lost."""
+def _lane_serve(lane: SlackLane, lease):
+    """Send the lane's posts in id order while its pace lets it. Returns the lease still held
+    (None when it was lost) and when the lane may go on (None: nothing was sent)."""
     from calvin.chat.slack.installations import bot_for_team
     from calvin.chat.slack.web_api import slack_client
 
-    lane = SlackLane.objects.get(id=lane_id)
     bot = bot_for_team(lane.team_id)
     client = slack_client(bot.token) if bot is not None else None
-    for _ in range(BATCH):
-        post = SlackPost.objects.filter(lane_id=lane_id, status__in=WAITING).order_by("id").first()
+    next_at = None
+    for turn in range(BATCH):
+        post = SlackPost.objects.filter(lane_id=lane.id, status__in=WAITING).order_by("id").first()
         if post is None:
             break
-        size_mib = (post.payload.get("size") or 0) / (1024 * 1024) if post.kind == Kind.FILE else 0
-        lease = _lease_renew(lane_id, lease, seconds=size_mib * UPLOAD_SECONDS_PER_MIB)
-        if lease is None:
-            return None
+        if turn or post.kind == Kind.FILE:  # a lease just taken covers one post's calls
+            size_mib = (post.payload.get("size") or 0) / (1024 * 1024) if post.kind == Kind.FILE else 0
+            lease = _lease_renew(lane.id, lease, seconds=size_mib * UPLOAD_SECONDS_PER_MIB)
+            if lease is None:
+                return None, None
         wait = _post_send(post, lane, client)
-        SlackLane.objects.filter(id=lane_id, lease_until=lease).update(next_at=timezone.now() + timedelta(seconds=wait))
+        next_at = timezone.now() + timedelta(seconds=wait)
         if wait > 0:
             break
-    return lease
+    return lease, next_at
 
 
 def _post_send(post: SlackPost, lane: SlackLane, client) -> float:
@@ -495,19 +503,20 @@ def _post_sent(post: SlackPost, answer: dict) -> None:
     from tools.models import ToolCall
 
     ts, file_id = answer.get("ts") or "", answer.get("file_id") or ""
-    with transaction.atomic():
-        changed = SlackPost.objects.filter(id=post.id, status=Status.SENDING).update(
-            status=Status.SENT, slack_ts=ts, slack_file_id=file_id, sent_at=timezone.now(), error=""
+    # Its own commit, first: what Slack answered is kept whatever happens next.
+    changed = SlackPost.objects.filter(id=post.id, status=Status.SENDING).update(
+        status=Status.SENT, slack_ts=ts, slack_file_id=file_id, sent_at=timezone.now(), error=""
+    )
+    if not changed or post.part != 0 or post.kind not in (Kind.MESSAGE, Kind.FILE):
+        return
+    # Copies for readers of the message and the call (a lost one is found from the post again).
+    if post.message_id and ts:
+        Message.objects.filter(id=post.message_id, platform_ts="").update(platform_ts=ts)
+    ids = {key: value for key, value in (("slack_ts", ts), ("slack_file_id", file_id)) if value}
+    if post.tool_call_id and ids:
+        ToolCall.objects.filter(id=post.tool_call_id).update(
+            platform_ids=RawSQL("platform_ids || %s::jsonb", (json.dumps(ids),))
         )
-        if not changed or post.part != 0 or post.kind not in (Kind.MESSAGE, Kind.FILE):
-            return
-        if post.message_id and ts:
-            Message.objects.filter(id=post.message_id, platform_ts="").update(platform_ts=ts)
-        ids = {key: value for key, value in (("slack_ts", ts), ("slack_file_id", file_id)) if value}
-        if post.tool_call_id and ids:
-            ToolCall.objects.filter(id=post.tool_call_id).update(
-                platform_ids=RawSQL("platform_ids || %s::jsonb", (json.dumps(ids),))
-            )
 
 
 def _post_fail(post: SlackPost, error: str) -> None:
