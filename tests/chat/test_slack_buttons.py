@@ -4,6 +4,8 @@
 Who may decide, exactly once, the agent told, a question answered; a payload of another
 Slack team touches nothing of this workspace's."""
 
+import json
+
 import pytest
 
 from approvals.cards import approval_card
@@ -115,6 +117,36 @@ def block_actions(
     )
 
 
+def posted_button(standin, prefix: str, value: str) -> tuple[dict, str]:
+    """The button whose action_id starts with `prefix` on a card Calvin posted to the stand-in
+    (the Slack adapter's chat.postMessage), and that message's ts."""
+
+    def find():
+        for message in standin.messages(CHANNEL):
+            for block in message.get("blocks") or []:
+                for element in block.get("elements", []) if block.get("type") == "actions" else []:
+                    if element.get("action_id", "").startswith(prefix) and element.get("value") == value:
+                        return element, message["ts"]
+        return None
+
+    return wait_for(find, timeout=20)
+
+
+def card_updated(standin, ts: str, shows: str) -> dict:
+    """The card at `ts` once edited in place (chat.update) to show `shows`, with no buttons left."""
+
+    def edited():
+        message = next((m for m in standin.messages(CHANNEL) if m["ts"] == ts), None)
+        if message and message.get("edited") and shows in json.dumps(message.get("blocks"), ensure_ascii=False):
+            return message
+        return None
+
+    message = wait_for(edited, timeout=20)
+    assert not [b for b in message["blocks"] if b["type"] == "actions"]
+    assert [c for c in standin.ok_calls_of("chat.update") if c.params["ts"] == ts]
+    return message
+
+
 def ephemerals_to(standin, user: str) -> list:
     return [c for c in standin.calls_of("chat.postEphemeral") if c.params.get("user") == user]
 
@@ -146,10 +178,10 @@ def unchanged(approval: PendingApproval) -> None:
 
 def test_the_sessions_owner_approves_in_slack_and_the_agent_learns_it(slack_agent, slack_sender, standin, owner):
     approval = requested(slack_agent, "install_packages", PACKAGES)
-    element = approval_button(approval, "approve")
-    assert element["action_id"] == f"approval:{approval.id}:0"
+    element, card_ts = posted_button(standin, f"approval:{approval.id}:", "approve")  # as Slack shows it
+    assert element == approval_button(approval, "approve") and element["action_id"] == f"approval:{approval.id}:0"
 
-    response = press(slack_sender, element, user=OWNER)
+    response = press(slack_sender, element, user=OWNER, message_ts=card_ts)
     assert response.text == ""  # acknowledged at once; the answer comes ephemerally
 
     answer = ephemeral_to(standin, OWNER)
@@ -160,13 +192,16 @@ def test_the_sessions_owner_approves_in_slack_and_the_agent_learns_it(slack_agen
     approval.refresh_from_db()
     assert (approval.decided_by_id, approval.decided_via) == (owner.id, "slack")
     assert "approved by owner and applied" in told(slack_agent, "install_packages")
+    card_updated(standin, card_ts, "Approved by owner · applied")  # the card says who decided, in place
 
 
 def test_a_workspace_admin_approves_a_session_someone_else_started(slack_agent, slack_sender, standin, workspace):
     admin = Member.objects.create(workspace=workspace, slack_user_id="U0ADMIN", role=Member.Role.ADMIN)
     approval = requested(slack_agent, "install_packages", PACKAGES)
-    press(slack_sender, approval_button(approval, "deny"), user="U0ADMIN")
+    element, card_ts = posted_button(standin, f"approval:{approval.id}:", "deny")
+    press(slack_sender, element, user="U0ADMIN", message_ts=card_ts)
     assert ephemeral_to(standin, "U0ADMIN").params["text"].startswith("Denied: install apt: jq")
+    card_updated(standin, card_ts, "Denied by U0ADMIN")
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by_id, approval.decided_via) == (S.DENIED, admin.id, "slack")
     assert "was denied by U0ADMIN" in told(slack_agent, "denied")
@@ -174,11 +209,14 @@ def test_a_workspace_admin_approves_a_session_someone_else_started(slack_agent, 
 
 def test_a_plain_member_is_refused_ephemerally_and_nothing_changes(slack_agent, slack_sender, standin, workspace):
     approval = requested(slack_agent, "install_packages", PACKAGES)
+    _, card_ts = posted_button(standin, f"approval:{approval.id}:", "approve")
     for count, value in enumerate(("approve", "deny"), start=1):
-        press(slack_sender, approval_button(approval, value), user="U0PLAIN")
+        press(slack_sender, approval_button(approval, value), user="U0PLAIN", message_ts=card_ts)
         answer = ephemeral_to(standin, "U0PLAIN", count)
         assert answer.params["text"].startswith("Nothing changed: only the person who started this session")
     unchanged(approval)
+    worker_drain()
+    assert not [c for c in standin.calls_of("chat.update") if c.params["ts"] == card_ts]  # the card still asks
     # Met on first contact: a plain member of this workspace, nothing more.
     assert Member.objects.get(workspace=workspace, slack_user_id="U0PLAIN").role == Member.Role.MEMBER
 
@@ -251,13 +289,16 @@ def test_a_question_is_answered_from_slack(slack_agent, slack_sender, standin, o
         [{"type": "actions", "elements": _elements(question_items(question))}], "1"
     )  # the card's "Ship it"
     assert element["action_id"] == f"question:{question.tool_call_id}:1"
-    press(slack_sender, element, user="U0PLAIN")  # any member of the workspace may answer a question
+    posted, card_ts = posted_button(standin, f"question:{question.tool_call_id}:", "1")
+    assert posted == element
+    press(slack_sender, element, user="U0PLAIN", message_ts=card_ts)  # any member of the workspace may answer
     result = future.result(timeout=20)
     assert not result.is_error, text_of(result)
     assert text_of(result) == "ship-7"
     assert ephemeral_to(standin, "U0PLAIN").params["text"] == "Answered: Shipped"
     question.refresh_from_db()
     assert (question.status, question.answer_index, question.answered_by.slack_user_id) == ("answered", 1, "U0PLAIN")
+    card_updated(standin, card_ts, "Answered by U0PLAIN")
 
     press(slack_sender, element, user=OWNER)
     assert ephemeral_to(standin, OWNER).params["text"] == "Nothing changed: already answered by U0PLAIN: Ship it"

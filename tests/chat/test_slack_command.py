@@ -10,7 +10,9 @@ from calvin.chat.links import thread_url
 from calvin.workspaces.models import Member
 from sessions.models import Message, Session, Turn
 from sessions.services import message_post_by_person, session_start
+from tests.approvals.support import worker_drain
 from tests.chat.test_slack_buttons import CHANNEL, OWNER, ROOT, globex_team, owner
+from tests.conftest import wait_for
 from tests.support.slack_requests import command_body
 
 __all__ = ["globex_team", "owner"]  # fixtures shared with the buttons' tests
@@ -140,11 +142,17 @@ def test_mode_by_a_plain_member_is_refused(slack_sender, session):
     assert not [n for n in notices(session) if "Permission mode" in n]
 
 
-def test_mode_by_the_owner_changes_it_and_tells_the_thread(slack_sender, session):
+def test_mode_by_the_owner_changes_it_and_tells_the_thread(slack_sender, standin, session, celery_worker):
     answer = slash(slack_sender, "mode plan")
     assert names_the_thread(answer, session) and answer.endswith(": `default` → `plan`.")
     assert Session.objects.get(id=session.id).permission_mode == P.PLAN
     assert "Permission mode changed from default to plan by owner (/calvin in Slack)." in notices(session)[-1]
+    # The notice reaches the Slack thread itself, through the outbox.
+    posted = wait_for(
+        lambda: [m for m in standin.messages(CHANNEL) if "Permission mode changed from default to plan" in m["text"]],
+        timeout=20,
+    )
+    assert [m["thread_ts"] for m in posted] == [ROOT]
 
     assert slash(slack_sender, "mode ACCEPTEDITS").endswith(": `plan` → `acceptEdits`.")  # any case
     assert Session.objects.get(id=session.id).permission_mode == P.ACCEPT_EDITS
@@ -152,6 +160,7 @@ def test_mode_by_the_owner_changes_it_and_tells_the_thread(slack_sender, session
     again = slash(slack_sender, "mode acceptEdits")
     assert again.endswith("already is `acceptEdits`.")
     assert len([n for n in notices(session) if "Permission mode" in n]) == 2  # the same mode changes nothing
+    worker_drain()
 
 
 def test_mode_needs_one_known_mode(slack_sender, session):

@@ -19,7 +19,17 @@ from secrets_vault.requests import WHO_MAY_SET
 from secrets_vault.services import session_secrets
 from sessions.models import Message
 from tests.approvals.support import worker_drain
-from tests.chat.test_slack_buttons import OWNER, block_actions, button, ephemeral_to, globex_team, owner, slack_agent
+from tests.chat.test_slack_buttons import (
+    OWNER,
+    block_actions,
+    button,
+    card_updated,
+    ephemeral_to,
+    globex_team,
+    owner,
+    posted_button,
+    slack_agent,
+)
 from tests.conftest import text_of, wait_for
 from tests.support.slack_requests import interaction_body
 from tools.models import ToolCall
@@ -138,10 +148,12 @@ def test_the_owner_sets_a_secret_through_the_modal_and_it_leaks_nowhere(
     slack_agent, slack_sender, standin, owner, every_log_line, typed
 ):
     request, element = secret_card_button(slack_agent)
+    posted, card_ts = posted_button(standin, f"secret:{request.pk}:", "set")  # the card as Slack shows it
+    assert posted == element
 
     trigger = standin.trigger()
     started = time.monotonic()
-    response = slack_sender.interaction(block_actions(element, user=OWNER, trigger_id=trigger))
+    response = slack_sender.interaction(block_actions(element, user=OWNER, trigger_id=trigger, message_ts=card_ts))
     assert response.status_code == 200 and time.monotonic() - started < 3
     [opened] = standin.ok_calls_of("views.open")
     assert opened.params["trigger_id"] == trigger
@@ -168,6 +180,7 @@ def test_the_owner_sets_a_secret_through_the_modal_and_it_leaks_nowhere(
     assert (request.status, request.set_by_id) == (SecretRequest.Status.SET, owner.id)
     told = wait_for(lambda: Message.objects.filter(thread=session.thread, text__contains=f"{NAME} was set by").first())
     assert "set by owner" in told.text
+    card_updated(standin, card_ts, f"{NAME} was set by owner")
     worker_drain()  # the card refresh and the agent's notice have run (and logged)
 
     for form in forms_of(typed):
