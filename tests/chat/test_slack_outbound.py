@@ -284,6 +284,33 @@ def test_ok_false_fails_the_call_tells_the_agent_and_the_thread(agent, standin):
     assert len(standin.calls_of("chat.postMessage")) == 2
 
 
+def test_an_edit_slack_refuses_fails_the_edits_own_call(agent, standin):
+    sent = ok(agent.nanoclaw.call("send_message", {"text": "Build running", "to": "thread"}))
+    posted(standin)
+    standin.fail("chat.update", "ok_false", count=1, error="cant_update_message")
+    ok(agent.nanoclaw.call("edit_message", {"messageId": sent["messageId"], "text": "Build passed"}))
+    edit = wait_for(lambda: ToolCall.objects.filter(tool="edit_message", status="failed").first())
+    assert "cant_update_message" in edit.error
+    assert ToolCall.objects.get(tool="send_message").status == ToolCall.Status.APPLIED  # the send itself arrived
+    [_, notice] = posted(standin, 2)
+    assert notice["text"].startswith(f"edit_message (call {edit.id}) was not delivered to Slack")
+
+
+def test_a_long_message_whose_first_part_fails_sends_none_of_the_rest(agent, standin):
+    standin.fail("chat.postMessage", "ok_false", count=1, error="channel_not_found")
+    agent_reply_post(session=agent.session, text="\n\n".join("x" * 30_000 for _ in range(3)))
+    notice = posted(standin)[0]  # the thread is told; no stray second or third part
+    wait_for(settled)
+    time.sleep(0.3)
+    assert [m["text"] for m in standin.messages(CHANNEL)] == [notice["text"]]
+    assert (
+        notice["text"].startswith("The agent's reply could not be delivered to Slack")
+        and "channel_not_found" in notice["text"]
+    )
+    assert list(SlackPost.objects.filter(message__author="agent").values_list("status", flat=True)) == ["failed"] * 3
+    assert not Turn.objects.filter(session=agent.session).exists()  # a reply's failure is no turn for the agent
+
+
 def test_5xx_until_the_attempts_run_out_fails_the_call(agent, standin, settings):
     settings.CALVIN_SLACK_POST_ATTEMPTS = 2
     standin.fail("chat.postMessage", "500", count=2)

@@ -524,8 +524,8 @@ def _post_fail(post: SlackPost, error: str) -> None:
     with transaction.atomic():
         if not SlackPost.objects.filter(id=post.id, status__in=WAITING).update(status=Status.FAILED, error=error):
             return
-        if post.message_id and post.kind == Kind.MESSAGE:
-            # The rest of a split message cannot stand alone.
+        if post.message_id and post.kind in (Kind.MESSAGE, Kind.FILE):
+            # The rest of a split message (or a file's long comment) cannot stand alone.
             SlackPost.objects.filter(
                 lane_id=post.lane_id, message_id=post.message_id, kind=Kind.MESSAGE, part__gt=post.part
             ).filter(status=Status.QUEUED).update(
