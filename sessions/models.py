@@ -238,7 +238,11 @@ class Message(models.Model):
         ordering = ["id"]
         indexes = [models.Index(fields=["thread", "id"])]
         constraints = [
-            models.CheckConstraint(condition=~Q(kind="file") | ~Q(file=""), name="message_file_kind_has_file")
+            models.CheckConstraint(condition=~Q(kind="file") | ~Q(file=""), name="message_file_kind_has_file"),
+            # One Calvin message per platform message (Slack sends a mention as two events).
+            models.UniqueConstraint(
+                fields=["thread", "platform_ts"], condition=~Q(platform_ts=""), name="message_unique_platform_ts"
+            ),
         ]
 
     def __str__(self) -> str:

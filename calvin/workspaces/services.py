@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from calvin.workspaces.models import Agent, Member, Quota, Workspace
 
@@ -46,7 +46,13 @@ def agent_create(*, workspace: Workspace, name: str, instructions: str = "", cre
 def agent_default_for(workspace: Workspace) -> Agent:
     """The agent a session gets when nobody chose one."""
     agent = Agent.objects.filter(workspace=workspace, name=DEFAULT_AGENT_NAME).first()
-    return agent or agent_create(workspace=workspace, name=DEFAULT_AGENT_NAME)
+    if agent is not None:
+        return agent
+    try:
+        with transaction.atomic():
+            return agent_create(workspace=workspace, name=DEFAULT_AGENT_NAME)
+    except IntegrityError:  # the workspace's first two sessions started at once: the other made it
+        return Agent.objects.get(workspace=workspace, name=DEFAULT_AGENT_NAME)
 
 
 @dataclass

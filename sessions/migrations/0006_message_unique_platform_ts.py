@@ -1,19 +1,9 @@
-"""One Calvin message per platform message in a thread.
-
-Slack delivers one mention twice (an `app_mention` and a `message` event, different event
-ids); the inbound worker records the Slack ts on Message.platform_ts, and this index makes
-the pair, or two workers taking it at once, insert one row.
-
-Database only, on purpose: the constraint is not (yet) declared in Message.Meta, and a
-state operation here would make `makemigrations` generate its removal. To declare it there,
-add the same UniqueConstraint to Message.Meta.constraints and a state-only migration."""
+"""One Calvin message per platform message in a thread: Slack delivers one mention twice (an
+`app_mention` and a `message` event with different event ids), and two workers may take the
+pair at once; the inbound worker records the Slack ts on Message.platform_ts."""
 
 from django.db import migrations, models
 from django.db.models import Q
-
-CONSTRAINT = models.UniqueConstraint(
-    fields=["thread", "platform_ts"], condition=~Q(platform_ts=""), name="message_unique_platform_ts"
-)
 
 
 class Migration(migrations.Migration):
@@ -22,8 +12,10 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.SeparateDatabaseAndState(
-            database_operations=[migrations.AddConstraint(model_name="message", constraint=CONSTRAINT)],
-            state_operations=[],
-        )
+        migrations.AddConstraint(
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                condition=~Q(platform_ts=""), fields=("thread", "platform_ts"), name="message_unique_platform_ts"
+            ),
+        ),
     ]
