@@ -169,21 +169,14 @@ def _message_take(row: SlackEvent) -> tuple[str, str]:
 def _session_start(bot, *, member, channel: str, root: str, ts: str, text: str) -> Session | None:
     """A session in the Slack thread rooted at `root`; None when that thread exists already."""
     from calvin.workspaces.models import Workspace
-    from calvin.workspaces.services import agent_default_for
     from sessions.services import session_start
 
     workspace = Workspace.objects.get(id=bot.workspace_id)
     try:
         with transaction.atomic():
-            agent = agent_default_for(workspace)
-    except IntegrityError:  # a workspace's first sessions, at once: the other event made it
-        agent = agent_default_for(workspace)
-    try:
-        with transaction.atomic():
             session = session_start(
                 workspace=workspace,
                 owner=member,
-                agent=agent,
                 prompt=text,
                 channel_kind=Thread.ChannelKind.SLACK,
                 channel_id=channel,
