@@ -128,7 +128,7 @@ def test_giving_up_marks_failed_and_says_so_in_the_thread(agent, monkeypatch):
     assert f"post_card (call {call_id}) was not delivered" in notice.text
 
 
-def test_a_thread_without_an_adapter_fails_visibly(agent, workspace):
+def test_a_slack_thread_of_a_workspace_without_slack_fails_visibly(agent, workspace):
     session: Session = session_start(
         workspace=workspace, channel_kind=Thread.ChannelKind.SLACK, channel_id="C123", thread_ts="1700000000.000100"
     )
@@ -137,7 +137,7 @@ def test_a_thread_without_an_adapter_fails_visibly(agent, workspace):
     )
     apply_tool_call.delay(call.id)
     failed = wait_for(lambda: ToolCall.objects.filter(id=call.id, status="failed").first())
-    assert "no chat adapter for slack threads" in failed.error
+    assert "Calvin is not installed in this workspace's Slack" in failed.error
     assert Message.objects.filter(thread=session.thread, kind=Message.Kind.SYSTEM).exists()
 
 

@@ -400,7 +400,7 @@ def test_the_workspace_agent_prefix_gives_no_way_out(nano, path):
 
 
 def test_an_edit_of_a_message_that_was_never_delivered_fails_and_the_agent_is_told(nano, workspace):
-    """The send failed for good (no Slack on this gateway yet): its edit fails too, instead of waiting forever."""
+    """The send failed for good (the workspace is not connected to Slack): its edit fails too, instead of waiting forever."""
     from sessions.models import Thread
 
     room = Thread.objects.create(workspace=workspace, channel_kind="slack", channel_id="C123", thread_ts="")
@@ -410,7 +410,7 @@ def test_an_edit_of_a_message_that_was_never_delivered_fails_and_the_agent_is_to
     wait_for(lambda: ToolCall.objects.get(id=send.id).status == "failed")
     ok(nano.call("edit_message", {"messageId": sent["messageId"], "text": "hello again"}))
     call = wait_for(lambda: (c := ToolCall.objects.get(tool="edit_message")).status == "failed" and c)
-    assert call.error.startswith(f"message {sent['messageId']} was never delivered (no chat adapter for slack")
+    assert call.error.startswith(f"message {sent['messageId']} was never delivered (Calvin is not installed in this")
     notices = Message.objects.filter(thread=nano.session.thread, kind="system").values_list("text", flat=True)
     assert any("edit_message" in text and "never delivered" in text for text in notices), list(notices)
     assert Message.objects.get(id=sent["messageId"]).text == "hello Slack"
