@@ -231,9 +231,10 @@ def test_post_thread_in_bypass_posts_one_reply_inside_the_slack_thread(
     result = agent.call("post_thread", {"url": link(PUBLIC, root), "text": "Shipped <!here> @channel <!group>"})
     answer = result.structured_content
     assert not result.is_error and answer["status"] == "posted", text_of(result)
-    assert answer["url"] == permalink(PUBLIC, root)
-
-    (reply,) = wait_for(lambda: replies_in(standin, PUBLIC, root), timeout=20)
+    # "posted" only once Slack has it: the answer names the reply's own ts and link.
+    (reply,) = replies_in(standin, PUBLIC, root)
+    assert answer["message_id"] == reply["ts"]
+    assert answer["url"] == (permalink(PUBLIC, reply["ts"]) + f"?thread_ts={root}&cid={PUBLIC}"), answer["url"]
     owner = Member.objects.get(id=agent.session.owner_id)
     # post_thread made @here and @channel plain; the Slack side catches the older <!group> too.
     assert reply["text"].startswith(f"Shipped @\u200bhere @\u200bchannel {FULLWIDTH_AT}group\n\nPosted for {owner} · ")
@@ -241,9 +242,19 @@ def test_post_thread_in_bypass_posts_one_reply_inside_the_slack_thread(
     (sent,) = standin.ok_calls_of("chat.postMessage")
     assert (sent.params["channel"], sent.params["thread_ts"]) == (PUBLIC, root)
     post = wait_for(lambda: SlackPost.objects.filter(tool_call__session=agent.session, status="sent").first())
-    assert post.slack_ts == reply["ts"] and answer["message_id"] == f"slack-post-{post.id}"
+    assert post.slack_ts == reply["ts"]
     time.sleep(0.5)
     assert len(standin.calls_of("chat.postMessage")) == 1
+
+
+def test_post_thread_says_failed_when_slack_refuses_the_reply(agent, slack_team, standin, conversations):
+    mode(agent, "bypassPermissions")
+    root = thread_in(standin, PUBLIC, ("Release?", ALICE), [])
+    standin.fail("chat.postMessage", "ok_false", error="is_archived")
+    result = agent.call("post_thread", {"channel": PUBLIC, "ts": root, "text": "Too late"})
+    answer = result.structured_content
+    assert answer["status"] == "failed" and "is_archived" in answer["message"], text_of(result)
+    assert not replies_in(standin, PUBLIC, root)
 
 
 def test_post_thread_outside_bypass_posts_after_approval(agent, slack_team, standin, conversations, gateway):
@@ -271,7 +282,7 @@ def test_the_effect_queues_one_post_however_often_it_runs(agent, slack_team, sta
     assert not result.is_error, text_of(result)
     call = ToolCall.objects.get(session=agent.session, tool="post_thread")
     again = post_thread_effect(call)
-    assert again["message_id"] == result.structured_content["message_id"]
+    assert again["slack_post_id"] == call.platform_ids["slack_post_id"]  # the first post, found again
     wait_for(lambda: replies_in(standin, PUBLIC, root), timeout=20)
     time.sleep(0.5)
     assert SlackPost.objects.filter(tool_call=call).count() == 1

@@ -131,6 +131,24 @@ def _call_state(*, tool_call_id: int) -> dict | None:
     return ToolCall.objects.filter(id=tool_call_id).values("status", "platform_ids", "error").first()
 
 
+def _settled(state: dict) -> bool:
+    """Failed, or posted: a reply queued in a Slack channel's outbox is posted once Slack gave
+    it a ts (the outbox copies it onto the call), so the agent never hears "posted" too early."""
+    if state["status"] == ToolCall.Status.FAILED:
+        return True
+    ids = state["platform_ids"] or {}
+    return state["status"] == ToolCall.Status.APPLIED and (not ids.get("slack_post_id") or bool(ids.get("slack_ts")))
+
+
+def _posted_as(ids: dict) -> tuple[str, str]:
+    """The message id and link the agent is given: a Slack reply's own ts and permalink."""
+    if ids.get("slack_ts"):
+        from calvin.chat.slack.threads import reply_permalink
+
+        return ids["slack_ts"], reply_permalink(thread_url=ids["url"], ts=ids["slack_ts"])
+    return str(ids["message_id"]), ids["url"]
+
+
 async def _applied(tool_call_id: int, seconds: float) -> dict | None:
     """The call once applied or failed, or its state at the bound."""
     deadline = asyncio.get_running_loop().time() + seconds
@@ -138,7 +156,7 @@ async def _applied(tool_call_id: int, seconds: float) -> dict | None:
     while True:
         state = await off_loop(_call_state)(tool_call_id=tool_call_id)
         left = deadline - asyncio.get_running_loop().time()
-        if state is None or state["status"] in DONE or left <= 0:
+        if state is None or _settled(state) or left <= 0:
             return state
         await asyncio.sleep(min(pause, left))
         pause = min(pause * 2, 0.25)
@@ -190,10 +208,10 @@ async def thread_post_wait(asked: dict, *, client_gone=None) -> dict:
     label = asked["target"]["label"]
     if state is None:
         return _result("gone", "The call is gone (its session was deleted); nothing was posted.", asked)
-    if state["status"] == ToolCall.Status.APPLIED:
-        ids = state["platform_ids"]
-        text = f"Posted into {label} as message {ids['message_id']}: {ids['url']}.{approved_by}"
-        return _result("posted", text, asked, message_id=str(ids["message_id"]), url=ids["url"])
+    if state["status"] == ToolCall.Status.APPLIED and _settled(state):
+        message_id, url = _posted_as(state["platform_ids"])
+        text = f"Posted into {label} as message {message_id}: {url}.{approved_by}"
+        return _result("posted", text, asked, message_id=message_id, url=url)
     if state["status"] == ToolCall.Status.FAILED:
         return _result("failed", f"Not posted into {label}: {state['error']}.{approved_by}", asked)
     text = (

@@ -27,6 +27,7 @@ channel-wide mentions made inert and is checked against the calling session's se
 """
 
 from datetime import UTC, datetime
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from calvin.chat.base import (
     ChatPermanentError,
@@ -316,4 +317,17 @@ def post_reply(*, target: ThreadTarget, text: str, tool_call_id: int, sender_age
             thread_ts=key["root_ts"],
             tool_call=tool_call_id,
         )
-    return {"message_id": f"slack-post-{post.id}", "url": target.url}
+    # The reply is posted when Slack gives it a ts; post_thread waits for that (slack_post_id).
+    return {"message_id": f"slack-post-{post.id}", "url": target.url, "slack_post_id": post.id}
+
+
+def reply_permalink(*, thread_url: str, ts: str) -> str:
+    """A reply's link, from its thread's permalink (…/archives/<channel>/p<root>?…) and its ts."""
+    parsed = urlsplit(thread_url)
+    parts = parsed.path.split("/")
+    if len(parts) < 4 or parts[-3] != "archives" or not parts[-1].startswith("p"):
+        return thread_url
+    channel, root = parts[-2], parts[-1][1:]
+    root_ts = parse_qs(parsed.query).get("thread_ts", [f"{root[:-6]}.{root[-6:]}"])[0]
+    path = "/".join([*parts[:-1], "p" + ts.replace(".", "")])
+    return urlunsplit((parsed.scheme, parsed.netloc, path, urlencode({"thread_ts": root_ts, "cid": channel}), ""))
