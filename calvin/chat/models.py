@@ -47,6 +47,9 @@ class SlackOAuthState(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     consumed_at = models.DateTimeField(null=True, blank=True)
 
+    def __str__(self) -> str:
+        return f"install of {self.workspace_id} by {self.user_id} at {self.created_at:%Y-%m-%d %H:%M}"
+
 
 class SlackEvent(models.Model):
     """An Events API delivery, kept by `event_id`: a retry or a second web process's copy of
@@ -70,6 +73,9 @@ class SlackEvent(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "received_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.event_id} ({self.status})"
 
 
 class SlackLane(models.Model):

@@ -394,3 +394,39 @@ def test_a_mention_is_answered_by_the_agent_in_its_slack_thread(
     # The reply went in through Calvin's token, into the thread of the mention.
     call = next(c for c in standin.ok_calls_of("chat.postMessage") if c.params.get("thread_ts") == ROOT)
     assert call.params["channel"] == "C1"
+
+
+def test_the_sweep_handles_an_event_whose_task_was_lost_and_forgets_old_settled_ones(
+    slack_team, standin, celery_worker
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from calvin.chat.slack.inbound_tasks import sweep_slack_events
+
+    # Recorded, but its task never ran (a publish lost after the commit).
+    lost = SlackEvent.objects.create(
+        event_id="EvLOST",
+        team_id="T0001",
+        event_type="app_mention",
+        payload=mention(user="U1", channel="C9", ts="1700000300.000100", text="still there?"),
+    )
+    old = timezone.now() - timedelta(days=8)
+    SlackEvent.objects.filter(id=lost.id).update(received_at=timezone.now() - timedelta(minutes=3))
+    settled = SlackEvent.objects.create(
+        event_id="EvOLD", team_id="T0001", event_type="message", payload={}, status=SlackEvent.Status.HANDLED
+    )
+    failed = SlackEvent.objects.create(
+        event_id="EvFAILED", team_id="T0001", event_type="message", payload={}, status=SlackEvent.Status.FAILED
+    )
+    SlackEvent.objects.create(
+        event_id="EvRECENT", team_id="T0001", event_type="message", payload={}, status=SlackEvent.Status.IGNORED
+    )
+    SlackEvent.objects.filter(id__in=[settled.id, failed.id]).update(received_at=old)
+    assert sweep_slack_events.apply().get() == 1
+    session = wait_for(lambda: Session.objects.filter(thread__channel_id="C9").first())
+    assert session.thread.messages.get().text == "still there?"
+    assert SlackEvent.objects.get(id=lost.id).status == SlackEvent.Status.HANDLED
+    kept = set(SlackEvent.objects.values_list("event_id", flat=True))
+    assert kept == {"EvLOST", "EvFAILED", "EvRECENT"}  # the old handled one is forgotten

@@ -400,7 +400,7 @@ def test_the_workspace_agent_prefix_gives_no_way_out(nano, path):
 
 
 def test_an_edit_of_a_message_that_was_never_delivered_fails_and_the_agent_is_told(nano, workspace):
-    """The send failed for good (the workspace is not connected to Slack): its edit fails too, instead of waiting forever."""
+    """The send failed for good (no Slack in this workspace): its edit fails too, instead of waiting forever."""
     from sessions.models import Thread
 
     room = Thread.objects.create(workspace=workspace, channel_kind="slack", channel_id="C123", thread_ts="")
