@@ -179,6 +179,11 @@ CELERY_BEAT_SCHEDULE = {
     # Queues again the turns of hosts whose heartbeat lapsed (also done on every host heartbeat).
     "hosts-sweep": {"task": "sessions.tasks.sweep_hosts", "schedule": CALVIN_SWEEP_SECONDS},
     # Queues again the drains of Slack lanes whose posts wait with nobody serving them (a lost drain).
+    # Queues again Slack events whose task was lost; forgets handled ones after CALVIN_SLACK_EVENTS_KEEP_DAYS.
+    "slack-events-sweep": {
+        "task": "calvin.chat.slack.inbound_tasks.sweep_slack_events",
+        "schedule": CALVIN_SWEEP_SECONDS,
+    },
     "slack-lanes-sweep": {
         "task": "calvin.chat.slack.outbox_tasks.sweep_slack_lanes",
         "schedule": CALVIN_SWEEP_SECONDS,
@@ -223,6 +228,8 @@ CALVIN_SLACK_CHANNEL_PACE_SECONDS = env.float("CALVIN_SLACK_CHANNEL_PACE_SECONDS
 CALVIN_SLACK_HTTP_TIMEOUT = env.float("CALVIN_SLACK_HTTP_TIMEOUT", default=10.0)
 # A post that failed this many times (5xx, timeouts) is given up, and the agent and the thread are told.
 CALVIN_SLACK_POST_ATTEMPTS = env.int("CALVIN_SLACK_POST_ATTEMPTS", default=6)
+# Slack retries an event for about an hour: rows kept longer only serve the audit, then go.
+CALVIN_SLACK_EVENTS_KEEP_DAYS = env.float("CALVIN_SLACK_EVENTS_KEEP_DAYS", default=7.0)
 
 # A host's answer to a file request arrives in 256 KiB chunks on one channel: room for 100 MiB + 1.
 HOST_REPLY_CAPACITY = {"hostreply*": 500}

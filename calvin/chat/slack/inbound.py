@@ -110,6 +110,16 @@ def slack_events_stuck(*, older_than: timedelta) -> list[int]:
     )
 
 
+def slack_events_prune(*, older_than: timedelta) -> int:
+    """Forget events settled longer ago than `older_than` (de-duplication needs about an hour:
+    Slack's retries); rows still received or failed are kept for the sweep and for people."""
+    cutoff = timezone.now() - older_than
+    settled = SlackEvent.objects.filter(
+        status__in=[SlackEvent.Status.HANDLED, SlackEvent.Status.IGNORED], received_at__lt=cutoff
+    )
+    return settled.delete()[0]
+
+
 # -- mentions, DMs and replies
 
 

@@ -4,9 +4,16 @@ import logging
 from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 
 from calvin.chat.base import ChatTemporaryError
-from calvin.chat.slack.inbound import slack_event_fail, slack_event_handle, slack_events_stuck, slack_reaction_add
+from calvin.chat.slack.inbound import (
+    slack_event_fail,
+    slack_event_handle,
+    slack_events_prune,
+    slack_events_stuck,
+    slack_reaction_add,
+)
 
 __all__ = ["handle_slack_event", "react_to_slack_message", "sweep_slack_events"]
 
@@ -39,8 +46,9 @@ def react_to_slack_message(team_id: str, channel: str, ts: str) -> bool:
 
 @shared_task
 def sweep_slack_events() -> int:
-    """Beat: queue again the events whose task was lost (the claim keeps it once)."""
+    """Beat: queue again the events whose task was lost (the claim keeps it once); forget old ones."""
     stuck = slack_events_stuck(older_than=STUCK_AFTER)
     for slack_event_id in stuck:
         handle_slack_event.delay(slack_event_id)
+    slack_events_prune(older_than=timedelta(days=settings.CALVIN_SLACK_EVENTS_KEEP_DAYS))
     return len(stuck)
