@@ -12,6 +12,7 @@ import re
 from slack_bolt.response import BoltResponse
 
 from calvin.chat.slack.inbound import TAKEN_EVENTS, slack_event_record
+from calvin.chat.slack.request_checks import without_nul
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def record_event(body, request) -> None:
     slack_event_record(
         event_id=str(event_id)[:64],
         team_id=str(body.get("team_id") or event.get("team") or ""),
-        event=event,
+        event=without_nul(event),
         retry_num=_retry_num(request),
     )
 
