@@ -430,3 +430,18 @@ def test_the_sweep_handles_an_event_whose_task_was_lost_and_forgets_old_settled_
     assert SlackEvent.objects.get(id=lost.id).status == SlackEvent.Status.HANDLED
     kept = set(SlackEvent.objects.values_list("event_id", flat=True))
     assert kept == {"EvLOST", "EvFAILED", "EvRECENT"}  # the old handled one is forgotten
+
+
+def test_a_new_member_is_named_from_slack_and_an_unknown_one_keeps_the_user_id(
+    slack_sender, slack_team, standin, celery_worker
+):
+    standin.add_user("U0ALICE", "alice")
+    send(slack_sender, mention(user="U0ALICE", channel="C7", ts="1700000500.000100", text="hello"))
+    send(slack_sender, mention(user="U0GHOST", channel="C7", ts="1700000500.000200", text="boo"))
+    alice = wait_for(lambda: Member.objects.filter(slack_user_id="U0ALICE", display_name="alice").first())
+    assert alice.role == Member.Role.MEMBER
+    wait_for(lambda: len(standin.calls_of("users.info")) == 2)
+    ghost = wait_for(lambda: Member.objects.filter(slack_user_id="U0GHOST").first())
+    assert ghost.display_name == "" and str(ghost) == "U0GHOST"
+    call = next(c for c in standin.calls_of("users.info") if c.params["user"] == "U0ALICE")
+    assert call.headers.get("Authorization") == f"Bearer {slack_team.bot_token}"

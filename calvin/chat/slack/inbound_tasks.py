@@ -15,7 +15,7 @@ from calvin.chat.slack.inbound import (
     slack_reaction_add,
 )
 
-__all__ = ["handle_slack_event", "react_to_slack_message", "sweep_slack_events"]
+__all__ = ["handle_slack_event", "name_slack_member", "react_to_slack_message", "sweep_slack_events"]
 
 log = logging.getLogger(__name__)
 
@@ -52,3 +52,18 @@ def sweep_slack_events() -> int:
         handle_slack_event.delay(slack_event_id)
     slack_events_prune(older_than=timedelta(days=settings.CALVIN_SLACK_EVENTS_KEEP_DAYS))
     return len(stuck)
+
+
+@shared_task(
+    acks_late=True, autoretry_for=(ChatTemporaryError,), retry_backoff=True, retry_backoff_max=60, max_retries=5
+)
+def name_slack_member(member_id: int) -> str:
+    from calvin.chat.slack.lookups import member_name_fetch
+
+    try:
+        return member_name_fetch(member_id=member_id)
+    except ChatTemporaryError:
+        raise
+    except Exception as exc:  # a refused users.info leaves the Slack user id as the name
+        log.warning("no name for member %s: %s", member_id, exc)
+        return ""
