@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from calvin.chat.base import ChatPermanentError
 from calvin.chat.models import SlackLane, SlackPost
-from calvin.chat.slack import outbox
+from calvin.chat.slack import lanes, outbox
 from calvin.chat.slack.adapter import SlackChannel
 from calvin.chat.slack.installations import installation_save
 from calvin.chat.slack.outbox_tasks import drain_slack_lane, sweep_slack_lanes
@@ -255,13 +255,13 @@ def test_a_500_is_retried_after_asking_slack_and_delivered_once(agent, standin):
 def test_a_timeout_whose_post_arrived_is_not_posted_again(agent, standin, settings, monkeypatch):
     settings.CALVIN_SLACK_HTTP_TIMEOUT = 0.3
     standin.fail("chat.postMessage", "slow", count=1, delay=0.6)  # Slack takes it, the answer comes too late
-    real_find = outbox._post_find
+    real_find = lanes._post_find
 
     def find_once_slack_has_it(*args):  # the retry's question, asked once the slow post landed
         wait_for(lambda: standin.messages(CHANNEL), timeout=5)
         return real_find(*args)
 
-    monkeypatch.setattr(outbox, "_post_find", find_once_slack_has_it)
+    monkeypatch.setattr(lanes, "_post_find", find_once_slack_has_it)
     ok(agent.nanoclaw.call("send_message", {"text": "just once", "to": "thread"}))
     wait_for(settled, timeout=20)
     assert texts(standin) == ["just once"]
@@ -382,7 +382,7 @@ def test_posts_to_one_channel_leave_in_the_order_they_were_made(agent, standin, 
 def test_a_post_enqueued_while_the_drainer_releases_the_lane_is_still_sent(agent, standin, monkeypatch):
     thread = agent.session.thread
     monkeypatch.setattr(outbox, "queue_on_commit", lambda *args: None)  # no drain comes with a new post
-    real_serve = outbox._lane_serve
+    real_serve = lanes._lane_serve
     late, errors = [], []
 
     def serve_then_a_post_arrives(lane, lease):
@@ -392,7 +392,7 @@ def test_a_post_enqueued_while_the_drainer_releases_the_lane_is_still_sent(agent
             def enqueue():  # another process, while this drainer still holds the lane
                 try:
                     late.append(system_notice_post(thread_id=thread.id, text="late"))
-                    outbox.slack_lane_drain(lane_id=lane.id)  # its drain finds the lane held and leaves
+                    lanes.slack_lane_drain(lane_id=lane.id)  # its drain finds the lane held and leaves
                 except Exception as exc:
                     errors.append(exc)
                 finally:
@@ -404,7 +404,7 @@ def test_a_post_enqueued_while_the_drainer_releases_the_lane_is_still_sent(agent
             assert standin.messages(CHANNEL)[-1]["text"] == "first"  # "late" was not taken by that drain
         return served
 
-    monkeypatch.setattr(outbox, "_lane_serve", serve_then_a_post_arrives)
+    monkeypatch.setattr(lanes, "_lane_serve", serve_then_a_post_arrives)
     system_notice_post(thread_id=thread.id, text="first")
     drain_slack_lane.delay(SlackLane.objects.get().id)
     posted(standin, 2)

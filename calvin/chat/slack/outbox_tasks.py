@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.utils import timezone
 
-from calvin.chat.slack.outbox import slack_lane_drain, slack_lanes_stalled
+from calvin.chat.slack.lanes import slack_lane_drain, slack_lanes_stalled
 
 __all__ = ["drain_slack_lane", "sweep_slack_lanes"]
 
