@@ -504,3 +504,34 @@ def test_no_token_in_a_tool_calls_error_or_any_log_line(agent, standin, caplog):
     logged = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
     assert "Slack post" in logged and "token_revoked" in logged  # the failure was logged
     assert not TOKEN_SHAPE.search(logged)
+
+
+def test_drainers_racing_for_one_lane_send_each_post_once_in_order(agent, standin, monkeypatch):
+    """Several workers (or web processes' drains) at one lane: the lease lets one in at a time."""
+    monkeypatch.setattr(outbox, "queue_on_commit", lambda *args: None)  # only the racing drainers send
+    for i in range(12):
+        system_notice_post(thread_id=agent.session.thread_id, text=f"n{i}")
+    lane_id = SlackLane.objects.get().id
+    standin.fail("chat.postMessage", "slow", count=12, delay=0.05)  # a wide window inside each send
+    barrier, errors = threading.Barrier(4), []
+
+    def drain():
+        try:
+            barrier.wait()
+            for _ in range(6):
+                lanes.slack_lane_drain(lane_id=lane_id)
+                time.sleep(0.02)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            close_old_connections()
+
+    racers = [threading.Thread(target=drain) for _ in range(4)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+    assert not errors, errors
+    wait_for(lanes_idle, timeout=20)
+    assert texts(standin) == [f"n{i}" for i in range(12)]
+    assert len(standin.calls_of("chat.postMessage")) == 12
