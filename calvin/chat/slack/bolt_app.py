@@ -12,10 +12,22 @@ from functools import lru_cache
 from django.conf import settings
 from slack_bolt import App
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
 from calvin.chat.slack.web_api import slack_client
 
 log = logging.getLogger(__name__)
+
+
+class _NoTokenFromEnvironmentNote(logging.Filter):
+    """Bolt reads SLACK_BOT_TOKEN from the environment itself and, as Calvin gives it a client
+    (SLACK_API_URL, no token: installations give each request its own), says it ignores it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+log.addFilter(_NoTokenFromEnvironmentNote())
 
 
 def _authorize(enterprise_id, team_id, user_id, logger):

@@ -5,12 +5,11 @@ one task; the task claims the row (received -> handled, exactly one row) and app
 in the same transaction, so a worker that dies half-way leaves the row received for the
 sweep. Every lookup is scoped to the workspace the event's team is installed into."""
 
-import json
 import logging
 import re
 from datetime import timedelta
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from slack_sdk.errors import SlackApiError, SlackRequestError
 
@@ -40,33 +39,26 @@ def slack_event_record(*, event_id: str, team_id: str, event: dict, retry_num: i
     the same event reaching another web process at once finds the row and queues nothing.
 
     Returns the new row's id, None when the event was already recorded."""
-    table = SlackEvent._meta.db_table
+    from calvin.chat.slack.inbound_tasks import handle_slack_event
+
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            # ON CONFLICT: concurrent inserts of one event_id wait on each other; one wins.
-            cursor.execute(
-                f"INSERT INTO {table} (event_id, team_id, event_type, payload, retry_num, status, note, received_at)"
-                " VALUES (%s, %s, %s, %s::jsonb, %s, %s, '', %s)"
-                " ON CONFLICT (event_id) DO NOTHING RETURNING id",
-                [
-                    event_id,
-                    team_id[:32],
-                    str(event.get("type") or "")[:64],
-                    json.dumps(event),
-                    min(max(retry_num, 0), 32767),
-                    SlackEvent.Status.RECEIVED,
-                    timezone.now(),
-                ],
-            )
-            row = cursor.fetchone()
-        if row is None:
+        try:
+            # The unique event_id decides: a concurrent insert of the same id waits for the
+            # first to commit, then fails here (PostgreSQL and SQLite alike).
+            with transaction.atomic():
+                row = SlackEvent.objects.create(
+                    event_id=event_id,
+                    team_id=team_id[:32],
+                    event_type=str(event.get("type") or "")[:64],
+                    payload=event,
+                    retry_num=min(max(retry_num, 0), 32767),
+                )
+        except IntegrityError:
             # Keep how many times Slack tried (a retry after a slow ack, not a new event).
             SlackEvent.objects.filter(event_id=event_id, retry_num__lt=retry_num).update(retry_num=retry_num)
             return None
-        from calvin.chat.slack.inbound_tasks import handle_slack_event
-
-        queue_on_commit(handle_slack_event, row[0])
-        return row[0]
+        queue_on_commit(handle_slack_event, row.id)
+        return row.id
 
 
 def slack_event_handle(*, slack_event_id: int) -> str | None:

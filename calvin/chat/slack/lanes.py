@@ -18,14 +18,12 @@ release (enqueued while it released) queues a drain too. Drains lost to a dead w
 lost publish are queued again by the sweep (slack_lanes_stalled).
 """
 
-import json
 import logging
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from calvin.chat.base import ChatPermanentError, ChatTemporaryError
@@ -82,21 +80,16 @@ def slack_lane_drain(*, lane_id: int, follow_up: bool = False) -> None:
 
 
 def _lease_take(lane_id: int) -> tuple[SlackLane, object] | None:
-    """(the lane, the lease) when this drainer got it: one conditional UPDATE, which reads the
-    lane's team and channel as it takes it."""
+    """(the lane, the lease) when this drainer got it: a conditional UPDATE that must change
+    exactly one row (free and due), then the lane's team and channel."""
     now = timezone.now()
     until = now + timedelta(seconds=_lease_seconds())
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {SlackLane._meta.db_table} SET lease_until = %s"
-            " WHERE id = %s AND (lease_until IS NULL OR lease_until < %s) AND (next_at IS NULL OR next_at <= %s)"
-            " RETURNING team_id, channel_id",
-            [until, lane_id, now, now],
-        )
-        rows = cursor.fetchall()
-    if len(rows) != 1:
+    free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+    due = Q(next_at__isnull=True) | Q(next_at__lte=now)
+    if SlackLane.objects.filter(free, due, id=lane_id).update(lease_until=until) != 1:
         return None
-    return SlackLane(id=lane_id, team_id=rows[0][0], channel_id=rows[0][1]), until
+    team_id, channel_id = SlackLane.objects.filter(id=lane_id).values_list("team_id", "channel_id").get()
+    return SlackLane(id=lane_id, team_id=team_id, channel_id=channel_id), until
 
 
 def _lease_renew(lane_id: int, lease, seconds: float = 0.0):
@@ -201,9 +194,10 @@ def _post_sent(post: SlackPost, answer: dict) -> None:
         Message.objects.filter(id=post.message_id, platform_ts="").update(platform_ts=ts)
     ids = {key: value for key, value in (("slack_ts", ts), ("slack_file_id", file_id)) if value}
     if post.tool_call_id and ids:
-        ToolCall.objects.filter(id=post.tool_call_id).update(
-            platform_ids=RawSQL("platform_ids || %s::jsonb", (json.dumps(ids),))
-        )
+        with transaction.atomic():
+            call = ToolCall.objects.select_for_update().filter(id=post.tool_call_id).only("platform_ids").first()
+            if call is not None:
+                ToolCall.objects.filter(id=call.id).update(platform_ids={**(call.platform_ids or {}), **ids})
 
 
 def _post_fail(post: SlackPost, error: str) -> None:
