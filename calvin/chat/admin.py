@@ -8,7 +8,7 @@ of the workspaces they own or administer. Installs are made by the OAuth flow
 
 from django.contrib import admin
 
-from calvin.chat.models import SlackInstallation
+from calvin.chat.models import SlackEvent, SlackInstallation, SlackPost
 from calvin.chat.slack.installations import installation_remove
 from secrets_vault.admin import ScopedToManagedWorkspaces
 
@@ -58,3 +58,41 @@ class SlackInstallationAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
     def delete_queryset(self, request, queryset):
         for team_id in queryset.values_list("team_id", flat=True):
             installation_remove(team_id=team_id)
+
+
+class SuperusersReadOnly:
+    """Slack's delivery records, for whoever runs the gateway: read-only, superusers only (a row
+    names a Slack team and channel, not a workspace a staff member administers)."""
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(SlackEvent)
+class SlackEventAdmin(SuperusersReadOnly, admin.ModelAdmin):
+    list_display = ["event_id", "team_id", "event_type", "status", "retry_num", "note", "received_at"]
+    list_filter = ["status", "event_type"]
+    search_fields = ["event_id", "team_id"]
+    # The payload is a person's message: the list says what happened to it, not what it said.
+    exclude = ["payload"]
+
+
+@admin.register(SlackPost)
+class SlackPostAdmin(SuperusersReadOnly, admin.ModelAdmin):
+    list_display = ["id", "lane", "kind", "part", "status", "attempts", "slack_ts", "error", "created_at", "sent_at"]
+    list_select_related = ["lane"]
+    list_filter = ["status", "kind"]
+    search_fields = ["lane__team_id", "lane__channel_id", "slack_ts"]
+    exclude = ["payload"]
