@@ -39,8 +39,10 @@ def session_start(
     thread_ts: str | None = None,
     agent=None,
     permission_mode: str = Session.PermissionMode.DEFAULT,
+    prompt_platform_ts: str = "",
 ) -> Session:
-    """A new thread with its session, and the first turn when there is a prompt."""
+    """A new thread with its session, and the first turn when there is a prompt
+    (`prompt_platform_ts`: the prompt is the platform's message with that id)."""
     from calvin.workspaces.services import agent_default_for
 
     agent = agent or agent_default_for(workspace)
@@ -65,7 +67,7 @@ def session_start(
     Path(session.temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)
     session_instructions_write(session)
     if prompt:
-        message_post_by_person(thread=thread, member=owner, text=prompt)
+        message_post_by_person(thread=thread, member=owner, text=prompt, platform_ts=prompt_platform_ts)
     return session
 
 
@@ -78,16 +80,26 @@ def _slack_out(message: Message) -> None:
 
 
 @transaction.atomic
-def message_post_by_person(*, thread: Thread, member, text: str) -> Message:
-    """A person's message becomes a queued turn; it is never dropped while the agent is busy."""
+def message_post_by_person(*, thread: Thread, member, text: str, platform_ts: str = "") -> Message:
+    """A person's message becomes a queued turn; it is never dropped while the agent is busy.
+
+    `platform_ts`: the message came from the thread's platform (a Slack message's ts). Without
+    one it was written in Calvin (the thread page), and a Slack thread shows it too."""
     from calvin.dashboard.events import thread_push_on_commit
 
     message = Message.objects.create(
-        thread=thread, kind=Message.Kind.TEXT, author=Message.Author.PERSON, member=member, text=text
+        thread=thread,
+        kind=Message.Kind.TEXT,
+        author=Message.Author.PERSON,
+        member=member,
+        text=text,
+        platform_ts=platform_ts,
     )
     Turn.objects.create(session=thread.session, prompt=message)
     hosts_wake_on_commit()
     thread_push_on_commit(message)
+    if not platform_ts:
+        _slack_out(message)
     return message
 
 

@@ -183,8 +183,8 @@ def _session_start(bot, *, member, channel: str, root: str, ts: str, text: str) 
                 channel_kind=Thread.ChannelKind.SLACK,
                 channel_id=channel,
                 thread_ts=root,
+                prompt_platform_ts=ts,
             )
-            Message.objects.filter(thread_id=session.thread_id, author=Message.Author.PERSON).update(platform_ts=ts)
             return session
     except IntegrityError as exc:
         if _constraint(exc) != "thread_unique_platform_ids":
@@ -201,8 +201,7 @@ def _message_post(thread: Thread, *, member, text: str, ts: str) -> Message | No
         return None
     try:
         with transaction.atomic():
-            message = message_post_by_person(thread=thread, member=member, text=text)
-            Message.objects.filter(id=message.id).update(platform_ts=ts)
+            message = message_post_by_person(thread=thread, member=member, text=text, platform_ts=ts)
     except IntegrityError as exc:  # the other event of the pair committed in between
         if _constraint(exc) != PLATFORM_TS_UNIQUE:
             raise

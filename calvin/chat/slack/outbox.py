@@ -297,9 +297,10 @@ def reaction_out(*, thread, message, emoji: str, tool_call_id=None) -> list[Slac
 
 
 def thread_message_out(message) -> list[SlackPost]:
-    """Calvin's own message in a thread (the agent's reply, a notice, a system inbox message)
-    to Slack as well, when the thread is a Slack thread; nothing for other threads. Its text
-    is redacted against the session's secrets, not refused: it is already stored.
+    """Calvin's own message in a thread (the agent's reply, a notice, a system inbox message, a
+    person's message written on Calvin's thread page) to Slack as well, when the thread is a
+    Slack thread; nothing for other threads. Its text is redacted against the session's
+    secrets, not refused: it is already stored.
 
     Never breaks the caller: a message that cannot be queued is logged (without its text)."""
     from sessions.models import Thread
@@ -311,9 +312,13 @@ def thread_message_out(message) -> list[SlackPost]:
     )
     if thread is None:
         return []
+    text = message.text
+    if message.author == message.Author.PERSON:
+        # Written on Calvin's thread page: the bot posts it, so say whose words they are.
+        text = f"*{message.member or 'someone'}* (in Calvin): {text}"
     try:
         with transaction.atomic():
-            return text_out(thread=thread, message=message, text=message.text, refuse=False)
+            return text_out(thread=thread, message=message, text=text, refuse=False)
     except Exception as exc:
         log.warning(
             "message %s of thread %s was not queued for Slack: %s",
