@@ -29,20 +29,34 @@ sys.path.insert(0, str(ROOT / "bench"))
 VAR = ROOT / "var" / "bench-hosts"
 DB_NAME = "calvin_bench_hosts"
 REDIS_URL = "redis://127.0.0.1:6379/13"
-ENV = {
-    "DJANGO_SETTINGS_MODULE": "calvin.settings",
-    "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
-    "REDIS_URL": REDIS_URL,
-    "CALVIN_QUEUE": "calvin-bench-hosts",
-    "CALVIN_CHANNEL_PREFIX": "calvin-bench-hosts",
-    "CALVIN_VAR_DIR": str(VAR),
-    "CALVIN_SESSIONS_DIR": str(VAR / "gateway-sessions"),
-    "SP_STORE_KEY": "",
-    "PYTHONUNBUFFERED": "1",
-}
+
+
+def bench_environment(*, db_name: str, redis_url: str, name: str, var: Path, sessions: str = "gateway-sessions"):
+    """A bench's processes' environment: a database, Redis db, queue and var directory of its
+    own; the vault key is read from `var` (prepare makes it)."""
+    return {
+        "DJANGO_SETTINGS_MODULE": "calvin.settings",
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{db_name}",
+        "REDIS_URL": redis_url,
+        "CALVIN_QUEUE": name,
+        "CALVIN_CHANNEL_PREFIX": name,
+        "CALVIN_VAR_DIR": str(var),
+        "CALVIN_SESSIONS_DIR": str(var / sessions),
+        "SP_STORE_KEY": "",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+ENV = bench_environment(db_name=DB_NAME, redis_url=REDIS_URL, name="calvin-bench-hosts", var=VAR)
 os.environ.update(ENV)
 
-from run import Processes, free_port, uvicorn_cmd, wait_port  # noqa: E402
+from run import BIN, Processes, free_port, uvicorn_cmd, wait_port  # noqa: E402
+
+
+def solo_worker_cmd(queue: str, node: str) -> list[str]:
+    """One quiet Celery worker (solo pool) on the bench's queue."""
+    quiet = ["--without-heartbeat", "--without-mingle", "--without-gossip", "-l", "warning"]
+    return [str(BIN / "celery"), "-A", "calvin", "worker", "--pool", "solo", "-Q", queue, "-n", node, *quiet]
 
 
 def prepare(db_name: str = DB_NAME, redis_url: str = REDIS_URL, var: Path = VAR) -> None:

@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 # hosts.py sets its own environment on import; this bench's replaces it below.
-from hosts import gateway_and_host_start, pct, prepare, row, wait  # noqa: E402
-from run import BIN, Processes  # noqa: E402
+from hosts import bench_environment, gateway_and_host_start, pct, prepare, row, solo_worker_cmd, wait  # noqa: E402
+from run import Processes  # noqa: E402
 
 from tests.support.slack_requests import JSON, event_body, mention, message, signed_headers  # noqa: E402
 from tests.support.slack_standin import SlackStandIn  # noqa: E402
@@ -51,29 +51,15 @@ PACE = 1.1  # seconds: CALVIN_SLACK_CHANNEL_PACE_SECONDS (1.0) and a margin
 
 def environment(api_url: str) -> dict:
     return {
-        "DJANGO_SETTINGS_MODULE": "calvin.settings",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
-        "REDIS_URL": REDIS_URL,
-        "CALVIN_QUEUE": QUEUE,
-        "CALVIN_CHANNEL_PREFIX": "calvin-bench-slack",
-        "CALVIN_VAR_DIR": str(VAR),
-        "CALVIN_SESSIONS_DIR": str(VAR / "gateway-sessions"),
-        "SP_STORE_KEY": "",  # the settings read CALVIN_VAR_DIR/vault_key (prepare makes it)
+        **bench_environment(db_name=DB_NAME, redis_url=REDIS_URL, name=QUEUE, var=VAR, sessions="gateway-sessions"),
         "SLACK_SIGNING_SECRET": SECRET,
         "SLACK_API_URL": api_url,
         "SLACK_BOT_TOKEN": "",
-        "PYTHONUNBUFFERED": "1",
     }
 
 
 def worker_cmd() -> list[str]:
-    return [str(BIN / "celery"), "-A", "calvin", "worker", "--pool", "solo", "-Q", QUEUE, "-n", "bench-slack@%h"] + [
-        "--without-heartbeat",
-        "--without-mingle",
-        "--without-gossip",
-        "-l",
-        "warning",
-    ]
+    return solo_worker_cmd(QUEUE, "bench-slack@%h")
 
 
 class Slack:

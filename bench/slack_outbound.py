@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 # hosts.py sets its own environment on import; this bench's replaces it below.
-from hosts import pct, prepare, wait  # noqa: E402
-from run import BIN, Processes, machine_info  # noqa: E402
+from hosts import bench_environment, pct, prepare, solo_worker_cmd, wait  # noqa: E402
+from run import Processes, machine_info  # noqa: E402
 
 from tests.support.slack_standin import SlackStandIn  # noqa: E402
 
@@ -45,29 +45,15 @@ PACE = 1.0
 
 def environment(api_url: str) -> dict:
     return {
-        "DJANGO_SETTINGS_MODULE": "calvin.settings",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
-        "REDIS_URL": REDIS_URL,
-        "CALVIN_QUEUE": QUEUE,
-        "CALVIN_CHANNEL_PREFIX": "calvin-bench-slack-out",
-        "CALVIN_VAR_DIR": str(VAR),
-        "CALVIN_SESSIONS_DIR": str(VAR / "sessions"),
-        "SP_STORE_KEY": "",  # the settings read CALVIN_VAR_DIR/vault_key (prepare makes it)
+        **bench_environment(db_name=DB_NAME, redis_url=REDIS_URL, name=QUEUE, var=VAR, sessions="sessions"),
         "SLACK_API_URL": api_url,
         "SLACK_BOT_TOKEN": "",
         "CALVIN_SLACK_CHANNEL_PACE_SECONDS": str(PACE),
-        "PYTHONUNBUFFERED": "1",
     }
 
 
 def worker_cmd() -> list[str]:
-    return [str(BIN / "celery"), "-A", "calvin", "worker", "--pool", "solo", "-Q", QUEUE, "-n", "bench-out@%h"] + [
-        "--without-heartbeat",
-        "--without-mingle",
-        "--without-gossip",
-        "-l",
-        "warning",
-    ]
+    return solo_worker_cmd(QUEUE, "bench-out@%h")
 
 
 def ms_row(name: str, values: list[float]) -> str:

@@ -28,7 +28,11 @@ def secret_value_problem(value) -> str | None:
             f"the value is shorter than {MIN_VALUE_CHARS} characters: every outbound message containing it would be"
             " refused"
         )
-    if len(value.encode()) > MAX_VALUE_BYTES:
+    try:
+        size = len(value.encode())
+    except UnicodeEncodeError:  # JSON can carry a lone surrogate ("\ud800"); no file or environment can
+        return "the value is not valid Unicode text (it holds a lone surrogate)"
+    if size > MAX_VALUE_BYTES:
         return f"the value is larger than {MAX_VALUE_BYTES // 1024} KiB"
     if "\x00" in value:
         return "the value contains a NUL character (an environment variable cannot hold one)"

@@ -234,6 +234,8 @@ def test_a_form_of_another_team_stores_nothing(slack_agent, slack_sender, standi
     [
         ("x" * (64 * 1024 + 1), "the value is larger than 64 KiB; nothing was stored"),
         ("short", "the value is shorter than 6 characters"),
+        ("abc\x00defgh", "the value contains a NUL character"),
+        ("abc\ud800defgh", "the value is not valid Unicode text"),
     ],
 )
 def test_values_the_vault_refuses_store_nothing(slack_agent, slack_sender, standin, value, refusal):

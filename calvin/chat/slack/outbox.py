@@ -103,7 +103,7 @@ def _team_id(thread) -> str:
     return team_id
 
 
-def _scanner(*, thread, tool_call_id=None):
+def content_scanner(*, thread, tool_call_id=None):
     """The secrets check of the session whose content this is: the calling session's for a
     tool call (its destination may be another session's thread), else the thread's own."""
     from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
@@ -158,7 +158,7 @@ class _Outbound:
     secret is refused, as the tools refuse it; Calvin's own text is redacted instead."""
 
     def __init__(self, *, thread, tool_call_id=None, refuse: bool | None = None):
-        self.scanner = _scanner(thread=thread, tool_call_id=tool_call_id)
+        self.scanner = content_scanner(thread=thread, tool_call_id=tool_call_id)
         self.refuse = tool_call_id is not None if refuse is None else refuse
 
     def _checked(self, value, what: str):

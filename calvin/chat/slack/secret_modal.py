@@ -145,8 +145,6 @@ def secret_modal_submit(*, team_id: str, user_id: str, user_team_id: str, view: 
 
 
 def _submit(*, team_id: str, user_id: str, user_team_id: str, view: dict, value: str) -> None:
-    if len(value.encode("utf-8", "surrogatepass")) > MAX_VALUE_BYTES:
-        raise ModalRefused(f"the value is larger than {MAX_KIB} KiB; nothing was stored")
     metadata = _metadata(view)
     request_id, thread_id = metadata.get("request_id"), metadata.get("thread_id")
     if metadata.get("team") != team_id or not isinstance(request_id, int) or not isinstance(thread_id, int):

@@ -273,19 +273,10 @@ def read_thread(*, target: ThreadTarget, latest: int) -> ThreadExcerpt:
 
 def _secret_in(text: str, *, tool_call_id: int) -> str | None:
     """The name of a secret of the calling session that `text` holds, or None (fails closed)."""
-    from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
-    from secrets_vault.scanner import scanner_for
-    from secrets_vault.services import session_secret_pairs
-    from tools.models import ToolCall
+    from calvin.chat.slack.outbox import content_scanner
 
-    session = ToolCall.objects.filter(id=tool_call_id).values("session_id", "session__workspace_id").first()
-    if session is None:
-        return None
-    try:
-        pairs = session_secret_pairs(session_id=session["session_id"], workspace_id=session["session__workspace_id"])
-    except (VaultUnavailable, VaultCorrupt) as exc:
-        raise ChatPermanentError(f"cannot check the text against the session's secrets: {exc}") from None
-    return scanner_for(pairs).find_in([text]) if pairs else None
+    scanner = content_scanner(thread=None, tool_call_id=tool_call_id)
+    return scanner.find_in([text]) if scanner else None
 
 
 def post_reply(*, target: ThreadTarget, text: str, tool_call_id: int, sender_agent_id: int | None) -> dict:
