@@ -521,6 +521,7 @@ def test_the_hosts_git_variables_do_not_reach_git(host, api, tmp_path, monkeypat
         "GIT_ALLOW_PROTOCOL",
         "GIT_CONFIG_NOSYSTEM",
     ]
+    assert env["GIT_TERMINAL_PROMPT"] == "0"  # git asks no one for a password: a private URL fails at once
     assert env["GIT_ALLOW_PROTOCOL"] == "https:file"
     assert host.checkout(1, [entry(api)])["ok"]
     assert not elsewhere.exists()
