@@ -118,11 +118,14 @@ def build_server(mode: str | None = None, server: str = CALVIN) -> MCPServer:
 
 
 def _security() -> TransportSecuritySettings:
+    """Host and Origin from ALLOWED_HOSTS, with or without a port (the SDK's own default
+    knows only loopback names, so a public name would get 421)."""
     hosts = [h for h in settings.ALLOWED_HOSTS if h != "*"]
+    origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection="*" not in settings.ALLOWED_HOSTS,
         allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
-        allowed_origins=[f"{scheme}://{h}:*" for h in hosts for scheme in ("http", "https")],
+        allowed_origins=[*origins, *(f"{o}:*" for o in origins)],
     )
 
 

@@ -177,3 +177,60 @@ def test_a_head_over_the_cap_in_one_read_is_refused_before_the_app(agent):
             + b"\r\nContent-Length: 2\r\n\r\n{}"
         )
         assert conn.recv(100).startswith(b"HTTP/1.1 431 ")
+
+
+@pytest.fixture
+def public_gateway(settings):
+    """/mcp as tools/server.py builds it for a gateway whose public name is calvin.example.com,
+    served by uvicorn on a loopback port (the Host header is what the test sends)."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from tests.conftest import free_port
+    from tools.server import build_http_app
+
+    settings.ALLOWED_HOSTS = ["calvin.example.com"]
+    mcp_app, lifespan_app = build_http_app()
+
+    async def app(scope, receive, send):
+        return await (lifespan_app if scope["type"] == "lifespan" else mcp_app)(scope, receive, send)
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/mcp"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_the_public_name_is_served_and_no_other(agent, public_gateway):
+    """The Host (and Origin) check follows ALLOWED_HOSTS: the public name, with or without a
+    port, is answered; any other name is refused, even one that starts like it."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+
+    def post(host: str, origin: str | None = None) -> int:
+        headers = {
+            "authorization": f"Bearer {agent.token}",
+            "content-type": "application/json",
+            "accept": ACCEPT,
+            "host": host,
+        }
+        if origin:
+            headers["origin"] = origin
+        return httpx2.post(public_gateway, content=body, headers=headers, timeout=10).status_code
+
+    assert post("calvin.example.com") == 200
+    assert post("calvin.example.com:8443") == 200
+    assert post("calvin.example.com", origin="https://calvin.example.com") == 200
+    assert post("calvin.example.com:8443", origin="https://calvin.example.com:8443") == 200
+    assert post("evil.example") == 421
+    assert post("127.0.0.1") == 421  # not in this gateway's ALLOWED_HOSTS
+    assert post("calvin.example.com.evil.example") == 421
+    assert post("calvin.example.com", origin="https://evil.example") == 403
