@@ -6,6 +6,7 @@ import pty
 import re
 import shlex
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -70,7 +71,9 @@ class Terminal:
 
 
 def up_env(tmp_path, extra_env: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "CALVIN_"))}
+    # Without the tests' SP_STORE_KEY too, as on a laptop: a test that wants one passes it.
+    dropped = ("DATABASE_URL", "REDIS_URL", "CALVIN_", "SP_STORE_KEY")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     # A sweep every second: beat's chatter, if it were not quieted, would follow the block.
     env.update(CALVIN_VAR_DIR=str(tmp_path / "var"), CALVIN_SWEEP_SECONDS="1", PYTHONUNBUFFERED="1", **extra_env)
     return env
@@ -156,6 +159,46 @@ def check_working_platform(base: str, output: str, var: Path, password: str) -> 
         wait_for(lambda: all(part in http.get(talk).text for part in shown), timeout=60)
 
 
+def test_embedded_up_without_a_vault_key_makes_one_that_every_process_uses(tmp_path):
+    """up started without SP_STORE_KEY (self-hosted: request_secret is offered) makes a key into
+    var/ (mode 0600) and says so; request_secret works with it, and another process started
+    from that directory uses the same key (a secret it stores is one the gateway can read)."""
+    output = LogFile(tmp_path / "up.log")
+    process, _base = start_up(tmp_path, {"CALVIN_MODE": "self-hosted"}, output)
+    try:
+        check_generated_vault_key(tmp_path, output.text())
+    finally:
+        stop(process)
+
+
+def check_generated_vault_key(tmp_path, log: str) -> None:
+    key_file = tmp_path / "var" / "vault_key"
+    assert f"Generated a key for secrets in {key_file} (mode 0600)" in log, log
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    snippet = json.loads((tmp_path / "var" / "demo.mcp.json").read_text())["mcpServers"]
+    token = snippet["calvin"]["headers"]["Authorization"].removeprefix("Bearer ")
+    calvin = Agent(session=None, runner=None, token=token, url=snippet["calvin"]["url"])
+    asked = calvin.call("request_secret", {"name": "DEPLOY_TOKEN", "reason": "To deploy the demo", "file": False})
+    assert not asked.is_error, text_of(asked)
+
+    value = "set-by-another-process-" + uuid.uuid4().hex
+    store = (
+        "import os; from sessions.models import Runner; from sessions.tokens import token_digest;"
+        " from secrets_vault.services import secret_put;"
+        " session = Runner.objects.get(token_digest=token_digest(os.environ['DEMO_TOKEN'])).session;"
+        " secret_put(workspace_id=session.workspace_id, name='FROM_SHELL', value=os.environ['SHELL_VALUE'])"
+    )
+    env = up_env(tmp_path, {"CALVIN_MODE": "self-hosted", "DEMO_TOKEN": token, "SHELL_VALUE": value})
+    stored = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "shell", "-c", store], cwd=tmp_path, env=env, capture_output=True
+    )
+    assert stored.returncode == 0, stored.stderr.decode()
+    # Under another key the gateway could not decrypt it, and would refuse for that instead.
+    nanoclaw = Agent(session=None, runner=None, token=token, url=snippet["nanoclaw"]["url"])
+    leaked = nanoclaw.call("send_message", {"text": f"the value is {value}", "to": "thread"})
+    assert leaked.is_error and "the secret FROM_SHELL" in text_of(leaked), text_of(leaked)
+
+
 def assert_block_is_last(output: str) -> None:
     """After startup and real use (a tool call applied, pages served, beat ticking every
     second), nothing has followed the block: no banner, root warning or task chatter."""
@@ -222,6 +265,8 @@ def test_up_on_a_terminal_with_postgresql_and_redis_shows_a_password_that_no_fil
         "REDIS_URL": settings.REDIS_URL,
         "CALVIN_QUEUE": queue,
         "CALVIN_CHANNEL_PREFIX": queue,
+        # A hosted gateway with DATABASE_URL does not start without one.
+        "SP_STORE_KEY": os.environ["SP_STORE_KEY"],
     }
     output = Terminal()
     process, base = start_up(tmp_path, env, output)
