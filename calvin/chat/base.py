@@ -58,6 +58,17 @@ class ThreadExcerpt:
     replies_total: int
 
 
+@dataclass(frozen=True)
+class NewThread:
+    """Where spawn_thread's new thread is, once its platform made it: the Thread's platform ids
+    and the link people and the agent are given ("": Calvin's page of the thread)."""
+
+    channel_kind: str
+    channel_id: str
+    thread_ts: str
+    url: str = ""
+
+
 class ChatAdapter(Protocol):
     """Each method is idempotent per `tool_call_id`: a retry returns the first result.
 
@@ -124,4 +135,20 @@ class ChatAdapter(Protocol):
     def post_reply(self, *, target: ThreadTarget, text: str, tool_call_id: int, sender_agent_id: int | None) -> dict:
         """A reply inside the thread (never top level). Idempotent per call: a retry finds its first post.
         Returns {"message_id", "url"}."""
+        ...
+
+    # A new thread beside the session's own: spawn_thread (seed 000).
+
+    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int) -> NewThread | None:
+        """Where a spawned session's thread goes, its first message `text` (the task and the brief's
+        link) posted at top level when the platform needs one; called in the transaction that
+        records the call. The new thread when it exists at once (web: listed beside the parent),
+        None when the platform makes it later (Slack: the top-level message's ts is the thread):
+        then `thread_spawned` says when. ChatPermanentError when it cannot be done."""
+        ...
+
+    def thread_spawned(self, *, parent_thread, tool_call_id: int, withdraw: bool = False) -> NewThread | None:
+        """The thread `thread_spawn` left to the platform, once made; None while it waits.
+        ChatPermanentError when the platform refused it, or (`withdraw`) when it was still
+        waiting and is withdrawn, so it will never appear."""
         ...

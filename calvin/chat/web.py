@@ -1,9 +1,18 @@
 """Calvin's own chat channel: the thread is the Message table, delivery is a websocket push."""
 
+import uuid
+
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from calvin.chat.base import ChatPermanentError, ThreadEntry, ThreadExcerpt, ThreadNotReadable, ThreadTarget
+from calvin.chat.base import (
+    ChatPermanentError,
+    NewThread,
+    ThreadEntry,
+    ThreadExcerpt,
+    ThreadNotReadable,
+    ThreadTarget,
+)
 from calvin.chat.links import thread_url
 from calvin.dashboard.events import thread_push_on_commit
 from calvin.dashboard.selectors import thread_visible_to
@@ -191,3 +200,11 @@ class WebChannel:
             }
             posted = self._deliver(tool_call_id=tool_call_id, fields=fields)["message_id"]
         return {"message_id": posted, "url": f"{thread_url(thread_id)}#message-{posted}"}
+
+    # spawn_thread: a new web thread, listed beside the parent's in the workspace's threads.
+
+    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int) -> NewThread | None:
+        return NewThread(channel_kind=WEB, channel_id="web", thread_ts=uuid.uuid4().hex)
+
+    def thread_spawned(self, *, parent_thread, tool_call_id: int, withdraw: bool = False) -> NewThread | None:
+        raise ChatPermanentError("a web thread is made at once; there is no spawned thread waiting")

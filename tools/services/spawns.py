@@ -3,14 +3,22 @@
 The brief must be a `.md` file of a repository checked out in the session, present on that
 repository's fetched default branch (checked by git on the session's host): the new thread's
 agent starts from a fresh checkout, so what it reads is what was pushed, not what lies
-uncommitted in the parent's directory. In the web channel the new thread is listed beside
-the parent: its first message is the task and the brief, and the parent's thread gets a
-notice linking to it.
+uncommitted in the parent's directory.
+
+Where the new thread goes is the parent's chat adapter's business (ChatAdapter.thread_spawn):
+in the web channel a new thread listed beside the parent, at once; in Slack a top-level
+message in the parent's channel, which becomes the thread once Slack has taken it, so the
+call waits for that (bounded). Then the child session starts with the task as its first
+message, and the parent's thread gets a notice linking to the new thread.
 """
+
+import asyncio
 
 from django.db import transaction
 from django.utils import timezone
 
+from calvin.chat import chat_adapter_for
+from calvin.chat.base import ChatPermanentError, NewThread
 from calvin.chat.links import thread_url
 from calvin.workspaces.models import Repository
 from sessions.models import Message, Session, Thread
@@ -28,6 +36,8 @@ MIN_TASK, MAX_TASK = 3, 150
 MODELS = ("smart", "fast", "default")
 MAX_BRIEF = 1000
 MAX_ANCHOR = 200
+# How long the call waits for a platform to make the new thread (Slack: to take the top-level message).
+SPAWN_WAIT_SECONDS = 60
 
 
 def task_problem(task: str) -> str | None:
@@ -69,9 +79,10 @@ def spawn_plan(*, caller: Caller, task: str, brief: str, model: str | None) -> d
     path, anchor = brief_parts(brief)
     refuse_secrets(what="the task or the brief", secrets=secret_scanner_for(caller), content=f"{task}\n{brief}")
     runner_refuse_if_spent(runner_id=caller.runner_id, tool=TOOL)  # before the git work; taken when recorded
-    channel = Thread.objects.filter(id=caller.thread_id).values_list("channel_kind", flat=True).get()
-    if channel != Thread.ChannelKind.WEB:
-        raise ToolRefused(f"spawn_thread from a {channel} thread needs that channel's adapter on this gateway")
+    try:  # before the git work: a platform this gateway cannot post to refuses at once
+        chat_adapter_for(Thread.objects.only("channel_kind").get(id=caller.thread_id))
+    except ChatPermanentError as exc:
+        raise ToolRefused(f"no thread can be spawned from this session's thread: {exc}") from None
     first = path.split("/", 1)[0]
     repository = Repository.objects.filter(workspace_id=caller.workspace_id, name=first).first()
     if repository is None or "/" not in path:
@@ -93,49 +104,120 @@ def brief_link(answer: dict, clone_url: str) -> str:
     return f"{answer['full_name']}:{where} on {answer['default_branch']}"
 
 
+def _first_text(*, task: str, brief: str, link: str, answer: dict, parent_url: str) -> str:
+    commit = (answer.get("commit") or "")[:12]
+    return (
+        f"{task}\n\nBrief: {brief} ({link}, commit {commit}). Check out {answer['repository']} with"
+        f" checkout_repo and read {brief}.\nSpawned from {parent_url}"
+    )
+
+
 @transaction.atomic
 def spawn_record(*, caller: Caller, task: str, brief: str, model: str | None, answer: dict) -> dict:
-    """Count the call (8 per runner), start the child session and post the two messages."""
-    parent = Session.objects.select_related("agent", "owner", "thread").get(id=caller.session_id)
+    """Count the call (8 per runner) and ask the parent's chat adapter for the new thread: made
+    at once (web), the child session starts now; made by the platform later (Slack's top-level
+    message), it starts in spawn_settle_if_made once the platform answered."""
+    parent = Session.objects.select_related("thread").get(id=caller.session_id)
     repository = Repository.objects.filter(workspace_id=caller.workspace_id, name=answer["repository"]).first()
     link = brief_link(answer, repository.clone_url if repository else "")
+    text = _first_text(task=task, brief=brief, link=link, answer=answer, parent_url=thread_url(parent.thread_id))
     call = tool_call_record(
         caller=caller,
         tool=TOOL,
         arguments={"task": task, "brief": brief, "model": model},
-        payload={},
+        payload={"text": text, "model": model or parent.model},
         secrets=secret_scanner_for(caller),
-        status=ToolCall.Status.APPLIED,  # done here: the new thread is Calvin's own
+        status=ToolCall.Status.APPLIED,  # done here and by the adapter, not by the effects worker
     )
+    try:
+        adapter = chat_adapter_for(parent.thread)
+        where = adapter.thread_spawn(parent_thread=parent.thread, text=text, tool_call_id=call.id)
+    except ChatPermanentError as exc:
+        raise ToolRefused(f"no thread was spawned: {exc}") from None
+    if where is None:
+        return {"tool_call_id": call.id, "pending": True}
+    return spawn_settle(tool_call_id=call.id, where=where)
+
+
+@transaction.atomic
+def spawn_settle(*, tool_call_id: int, where: NewThread) -> dict:
+    """Start the child session in its new thread: same owner, agent and permission mode, its
+    first message the task (a turn for its agent), and a notice in the parent's thread linking
+    to it. Once per call: a second settle returns the first one's result."""
+    call = ToolCall.objects.select_for_update().select_related("session").get(id=tool_call_id)
+    if call.result and call.result.get("session_id"):
+        return {"tool_call_id": call.id, **call.result}
+    parent, task = call.session, call.arguments["task"]
     child = session_start(
         workspace=parent.workspace,
         owner=parent.owner,
         agent=parent.agent,
         permission_mode=parent.permission_mode,
         title=task,
+        channel_kind=where.channel_kind,
+        channel_id=where.channel_id,
+        thread_ts=where.thread_ts,
     )
     child.parent = parent
-    child.model = model or parent.model
+    child.model = call.payload["model"]
     child.save(update_fields=["parent", "model"])
-    url, parent_url = thread_url(child.thread_id), thread_url(parent.thread_id)
-    commit = (answer.get("commit") or "")[:12]
-    inbox_post(
-        session=child,
-        author=Message.Author.AGENT if parent.agent_id else Message.Author.SYSTEM,
-        sender_agent=parent.agent,
-        text=(
-            f"{task}\n\nBrief: {brief} ({link}, commit {commit}). Check out {answer['repository']} with"
-            f" checkout_repo and read {brief}.\nSpawned from {parent_url}"
-        ),
-    )
+    # Written as the parent's agent: never echoed to Slack, where it is the thread's top-level message.
+    inbox_post(session=child, author=Message.Author.AGENT, sender_agent=parent.agent, text=call.payload["text"])
+    url = where.url or thread_url(child.thread_id)
     system_notice_post(thread_id=parent.thread_id, text=f"Spawned a thread: {task} — {url}")
     result = {"url": url, "thread_id": child.thread_id, "session_id": child.id, "model": child.model}
     ToolCall.objects.filter(id=call.id).update(result=result, finished_at=timezone.now())
     return {"tool_call_id": call.id, **result}
 
 
+def spawn_settle_if_made(*, tool_call_id: int, withdraw: bool = False) -> dict | None:
+    """The spawn's result once its platform made the thread (the child session started then),
+    None while it waits; ToolRefused when the platform refused it or it was withdrawn."""
+    call = ToolCall.objects.select_related("session__thread").get(id=tool_call_id)
+    if call.result and call.result.get("session_id"):
+        return {"tool_call_id": call.id, **call.result}
+    parent_thread = call.session.thread
+    try:
+        where = chat_adapter_for(parent_thread).thread_spawned(
+            parent_thread=parent_thread, tool_call_id=call.id, withdraw=withdraw
+        )
+    except ChatPermanentError as exc:
+        # The call did nothing: failed, once (Slack's outbox may have failed it already, telling the agent).
+        ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLIED).update(
+            status=ToolCall.Status.FAILED, error=str(exc), finished_at=timezone.now()
+        )
+        raise ToolRefused(f"no thread was spawned: {exc}") from None
+    return None if where is None else spawn_settle(tool_call_id=call.id, where=where)
+
+
+async def _settled(tool_call_id: int) -> dict:
+    """Wait (bounded) for the platform to make the thread. At the bound a thread still waiting
+    is withdrawn, so no thread appears later without its session; one already on its way
+    (Slack may have it) is waited for as long again."""
+    loop = asyncio.get_running_loop()
+    deadline, withdraw, pause = loop.time() + SPAWN_WAIT_SECONDS, False, 0.01
+    while True:
+        result = await off_loop(spawn_settle_if_made)(tool_call_id=tool_call_id, withdraw=withdraw)
+        if result is not None:
+            return result
+        now = loop.time()
+        if now >= deadline:
+            if withdraw:
+                raise ToolRefused(
+                    f"the new thread's first message was still being sent after {2 * SPAWN_WAIT_SECONDS} s (call"
+                    f" {tool_call_id}); if it arrives, its thread has no session: spawn again"
+                )
+            deadline, withdraw = now + SPAWN_WAIT_SECONDS, True
+            continue
+        await asyncio.sleep(min(pause, deadline - now))
+        pause = min(pause * 2, 0.25)
+
+
 async def thread_spawn(*, caller: Caller, task: str, brief: str, model: str | None) -> dict:
     plan = await off_loop(spawn_plan)(caller=caller, task=task, brief=brief, model=model)
     # Two network steps on the host: ls-remote for the default branch, then the fetch.
     answer = await git_ask(caller=caller, op="git.brief", arguments=plan["request"], wait=git_wait_seconds(2))
-    return await off_loop(spawn_record)(caller=caller, task=task, brief=brief, model=model, answer=answer)
+    result = await off_loop(spawn_record)(caller=caller, task=task, brief=brief, model=model, answer=answer)
+    if result.get("pending"):
+        result = await _settled(result["tool_call_id"])
+    return result

@@ -7,7 +7,7 @@ transcript (the dashboard, read_thread and `delivered()` read it, and it commits
 ordered outbox (calvin.chat.slack.outbox), which a worker sends. Nothing here calls Slack.
 """
 
-from calvin.chat.base import ThreadExcerpt, ThreadTarget
+from calvin.chat.base import NewThread, ThreadExcerpt, ThreadTarget
 from calvin.chat.slack import outbox
 from calvin.chat.web import WebChannel
 from sessions.models import Message
@@ -124,3 +124,17 @@ class SlackChannel(WebChannel):
         from calvin.chat.slack.threads import post_reply
 
         return post_reply(target=target, text=text, tool_call_id=tool_call_id, sender_agent_id=sender_agent_id)
+
+    # spawn_thread: a top-level message in the parent's channel starts the new thread
+    # (calvin.chat.slack.spawns).
+
+    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int) -> NewThread | None:
+        from calvin.chat.slack.spawns import spawn_post
+
+        spawn_post(parent_thread=parent_thread, text=text, tool_call_id=tool_call_id)
+        return None  # the thread is the message's ts: known once Slack has taken it
+
+    def thread_spawned(self, *, parent_thread, tool_call_id: int, withdraw: bool = False) -> NewThread | None:
+        from calvin.chat.slack.spawns import spawn_thread_made
+
+        return spawn_thread_made(parent_thread=parent_thread, tool_call_id=tool_call_id, withdraw=withdraw)
