@@ -19,7 +19,9 @@ from starlette.applications import Starlette
 from tools.asgi_json import send_json_response
 from tools.auth import SCOPE_KEY, RunnerTokenAuth, caller_from_context
 from tools.availability import CALVIN, NANOCLAW, OFFERED, definition_needed, host_has_definition, tool_offered
+from tools.errors import ToolRefused
 from tools.http_limits import McpPostOnly
+from tools.refusals import refusal_note, refusals_check
 from tools.services import approval_prompts
 from tools.services.common import refusal_redacted
 
@@ -91,20 +93,51 @@ class GatewayServer(MCPServer):
         return listed.model_copy(update={"tools": tools})
 
     async def call_tool(self, name, arguments, context=None):
+        caller = _caller_or_none(context)
+        if caller is not None:
+            try:
+                refusals_check(runner_id=caller.runner_id)  # no I/O: a paused runner's calls are not looked at
+            except ToolRefused as exc:
+                raise ToolError(str(exc)) from None
         if name in OFFERED[self.tool_set] and not tool_offered(name, self.mode, self.tool_set):
             mode = self.mode or settings.CALVIN_MODE
-            raise ToolError(f"{name} is not offered in {mode} mode; tools/list shows the tools this gateway offers")
+            await _refused(
+                caller, f"{name} is not offered in {mode} mode; tools/list shows the tools this gateway offers"
+            )
+        if self._tool_manager.get_tool(name) is None:
+            await _refused(caller, f"Unknown tool: {name}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
+            # The tool's own refusals were counted by tools/adapter.py; arguments the SDK
+            # rejected before the tool ran are counted here.
             if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
                 raise
-            try:
-                caller = caller_from_context(context)
-            except (AttributeError, KeyError):  # called in-process, not over HTTP: no session
+            if caller is None:  # called in-process, not over HTTP: no session
                 raise exc from exc.__cause__
-            text = await sync_to_async(refusal_redacted, thread_sensitive=False)(caller, str(exc))
-            raise ToolError(text) from exc.__cause__
+            await _refused(caller, str(exc), cause=exc.__cause__)
+
+
+def _caller_or_none(context):
+    try:
+        return caller_from_context(context)
+    except (AttributeError, KeyError):  # called in-process, not over HTTP: no runner
+        return None
+
+
+def _note_and_redact(caller, text: str) -> str:
+    close_old_connections()  # a pooled thread outside Django's request cycle
+    refusal_note(runner_id=caller.runner_id)
+    return refusal_redacted(caller, text)
+
+
+async def _refused(caller, text: str, cause: BaseException | None = None):
+    """Refuse a call the SDK or the gateway turned away before any tool ran: counted against
+    the runner like the tools' own refusals (so a runner that keeps sending wrong types or
+    unknown names is paused too), and redacted, since the text may quote what it sent."""
+    if caller is not None:
+        text = await sync_to_async(_note_and_redact, thread_sensitive=False)(caller, text)
+    raise ToolError(text) from cause
 
 
 def build_server(mode: str | None = None, server: str = CALVIN) -> MCPServer:

@@ -71,3 +71,30 @@ def test_the_pause_lasts_until_the_minute_ends_and_says_how_long(settings, monke
     assert runner_id not in refusals._paused_until
     refusals.refusal_note(runner_id=runner_id)
     refusals.refusals_check(runner_id=runner_id)
+
+
+def test_calls_the_sdk_rejects_count_as_refusals(agent, five_a_minute):
+    """Wrong types fail the SDK's schema check before any tool runs: counted all the same,
+    and once paused the runner gets the pause message, not the schema error."""
+    for _ in range(6):
+        result = agent.raw_call("send_file", '{"path": 5}')
+        assert result["isError"] and "Input should be a valid string" in result["content"][0]["text"]
+    result = agent.raw_call("send_file", '{"path": 5}')
+    assert result["isError"] and "made more than 5 refused calls in a minute" in result["content"][0]["text"]
+    assert "paused for" in text_of(agent.call("post_card", {"spec": {"root": "r", "elements": {}}}))
+
+
+def test_unknown_tool_names_count_as_refusals(agent, five_a_minute):
+    for _ in range(6):
+        result = agent.raw_call("delete_everything", "{}")
+        assert result["isError"] and result["content"][0]["text"] == "Unknown tool: delete_everything"
+    result = agent.raw_call("delete_everything", "{}")
+    assert result["isError"] and "paused for" in result["content"][0]["text"]
+
+
+def test_tools_not_offered_in_this_mode_count_as_refusals(agent, five_a_minute, settings):
+    settings.CALVIN_MODE = "one-machine"  # read per call: checkout_repo is not offered
+    for _ in range(6):
+        result = agent.raw_call("checkout_repo", '{"repos": ["x"]}')
+        assert result["isError"] and "not offered in one-machine mode" in result["content"][0]["text"]
+    assert "paused for" in agent.raw_call("checkout_repo", '{"repos": ["x"]}')["content"][0]["text"]
