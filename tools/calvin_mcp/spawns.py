@@ -10,14 +10,16 @@ from tools.auth import caller_from_context
 from tools.services.spawns import MAX_TASK, MIN_TASK, thread_spawn
 
 DESCRIPTION = """Starts a session in a new thread, with the same owner and permission mode. The gateway posts the \
-task and a link to the brief as the new thread's first message; this session's thread shows a link to it.
+task and a link to the brief as the new thread's first message: in Slack, a top-level message in this session's \
+channel, which starts the new thread; in the web channel, a new thread listed beside this one. This session's \
+thread shows a link to it.
 
-Limit: 8 per runner. Returns the new thread's URL."""
+Limit: 8 per runner. Returns the new thread's URL (in Slack, once Slack has taken the message)."""
 
 
 class Spawned(BaseModel):
     tool_call_id: int = Field(description="Calvin's id for this call (audit, dashboard).")
-    url: str = Field(description="The new thread.")
+    url: str = Field(description="The new thread: its Slack link, or its page in Calvin.")
     model: str = Field(description="The new session's model tier.")
 
 
