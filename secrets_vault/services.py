@@ -11,7 +11,8 @@ from django.db.models import Q
 
 from secrets_vault import crypto
 from secrets_vault.models import MAX_VALUE_BYTES, Secret, validate_secret_name
-from secrets_vault.redaction import remember_values
+from secrets_vault.redaction import REDACTED, redact_text, remember_values
+from secrets_vault.scanner import scanner_for
 
 # Outbound content holding a value is refused: a value of 1 or 2 characters would refuse
 # nearly every message the agent sends (and redact most log lines).
@@ -142,6 +143,21 @@ def session_secret_pairs(*, session_id: int, workspace_id: int, agent_id: int | 
         agent_id = _session_agent_id(session_id)
     rows = session_scope(session_id=session_id, workspace_id=workspace_id, agent_id=agent_id)
     return [(secret.name, value) for secret in rows if (value := _plain(secret))]
+
+
+def session_text_redacted(*, session_id: int, workspace_id: int, text: str) -> str:
+    """`text` fit to store or show in the session's thread: every secret in its scope (plain
+    or encoded) redacted, and Slack and runner token shapes too. For texts made elsewhere,
+    such as an error a chat platform answered, which no outbound check has seen.
+
+    Fails closed: a text that cannot be checked (a key is gone) is not kept at all."""
+    if not text:
+        return text
+    try:
+        pairs = session_secret_pairs(session_id=session_id, workspace_id=workspace_id)
+    except (crypto.VaultUnavailable, crypto.VaultCorrupt) as exc:
+        return f"(not shown: it cannot be checked against the session's secrets: {exc})"
+    return redact_text(scanner_for(pairs).redact(text, mark=REDACTED))
 
 
 def session_secret_values(*, session_id: int, workspace_id: int) -> list[str]:

@@ -155,16 +155,23 @@ def tool_call_apply(*, tool_call_id: int) -> float | None:
 @transaction.atomic
 def tool_call_fail(*, tool_call_id: int, error: str) -> None:
     """Mark it failed and tell the agent in its session's inbox (people see it in the thread
-    too), so nobody thinks it arrived."""
+    too), so nobody thinks it arrived.
+
+    The error is redacted first: a platform's answer or an exception's text may quote what
+    was sent, and it is stored and posted from here (the approval's words included)."""
     from approvals.services import approval_after_apply
+    from secrets_vault.services import session_text_redacted
     from sessions.services import inbox_post
 
+    call = ToolCall.objects.select_related("session").filter(id=tool_call_id).first()
+    if call is None:
+        return
+    error = session_text_redacted(session_id=call.session_id, workspace_id=call.session.workspace_id, text=error)
     changed = ToolCall.objects.filter(id=tool_call_id, status=ToolCall.Status.APPLYING).update(
         status=ToolCall.Status.FAILED, error=error, finished_at=timezone.now()
     )
     if not changed:
         return
-    call = ToolCall.objects.select_related("session").get(id=tool_call_id)
     if approval_after_apply(tool_call_id=call.id, error=error):
         return  # the approval tells the agent, in its own words
     inbox_post(session=call.session, text=f"{call.tool} (call {call.id}) was not delivered: {error}")

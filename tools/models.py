@@ -32,6 +32,7 @@ class ToolCall(models.Model):
     file = models.FileField(upload_to="tool-files/%Y/%m/%d", blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     result = models.JSONField(null=True, blank=True)
+    # Redacted too (tools.effects.tool_call_fail): a platform's error may quote what was sent.
     error = models.TextField(blank=True, default="")
     # Ids the chat platform gave the effect (message id, Slack ts, file id).
     platform_ids = models.JSONField(default=dict, blank=True)
