@@ -8,8 +8,10 @@ import time
 
 import pytest
 from django.db import close_old_connections, transaction
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+import tools.services.messages as messages_module
 from calvin.chat.base import ChatPermanentError
 from calvin.chat.models import SlackLane, SlackPost
 from calvin.chat.slack import lanes, outbox
@@ -373,10 +375,39 @@ def test_posts_to_one_channel_leave_in_the_order_they_were_made(agent, standin, 
         for i in range(5):
             system_notice_post(thread_id=agent.session.thread_id, text=f"notice {i}")
     posted(standin, 13, timeout=30)
-    made = [p.payload["text"] for p in SlackPost.objects.order_by("id")]
+    # An effect's place is its call's: the calls' workers may enqueue their posts in any order.
+    made = [
+        p.payload["text"] for p in SlackPost.objects.order_by(Coalesce("tool_call__created_at", "created_at"), "id")
+    ]
     assert texts(standin) == made
     assert made[-5:] == [f"notice {i}" for i in range(5)]
     assert sorted(made[:8]) == sorted(f"burst {i}" for i in range(8))
+
+
+def test_an_effect_made_before_the_reply_leaves_before_it_however_late_its_worker_runs(agent, standin, monkeypatch):
+    real = messages_module.send_message_effect
+
+    def late(call):
+        time.sleep(1.0)  # a busy worker, or a second one that is slower
+        return real(call)
+
+    monkeypatch.setattr(messages_module, "send_message_effect", late)
+    ok(agent.nanoclaw.call("send_message", {"text": "step 1", "to": "thread"}))
+    agent_reply_post(session=agent.session, text="final reply")
+    lanes.slack_lane_drain(lane_id=SlackLane.objects.get().id)  # a second worker, free while the first sleeps
+    assert standin.messages(CHANNEL) == []
+    posted(standin, 2, timeout=20)
+    assert texts(standin) == ["step 1", "final reply"]
+
+
+def test_a_call_waiting_for_a_person_does_not_hold_the_channel(agent, standin):
+    ok(agent.nanoclaw.call("send_message", {"text": "step 1", "to": "thread"}))
+    wait_for(settled)
+    call = ToolCall.objects.get(tool="send_message")
+    ToolCall.objects.filter(id=call.id).update(status=ToolCall.Status.AWAITING_APPROVAL)  # as an approval holds it
+    agent_reply_post(session=agent.session, text="while someone decides")
+    posted(standin, 2)
+    assert texts(standin) == ["step 1", "while someone decides"]
 
 
 def test_a_post_enqueued_while_the_drainer_releases_the_lane_is_still_sent(agent, standin, monkeypatch):

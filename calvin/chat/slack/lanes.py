@@ -1,11 +1,16 @@
 """How a Slack channel's lane drains (the posts calvin.chat.slack.outbox queued).
 
 How a lane drains. A drainer holds the lane by a conditional UPDATE of `lease_until` (exactly
-one row changes, or it leaves). It takes the lane's oldest waiting post, marks it SENDING in
+one row changes, or it leaves). It takes the lane's first-made waiting post, marks it SENDING in
 its own commit, calls Slack, and records what Slack answered (ts, file id) and SENT in its own
 commit at once. Then the lane waits `next_at`: the channel's pace after a post, Retry-After
 after a 429, a backoff after a 5xx or a timeout. A lane that must wait is released and its
 drain queued again with that countdown, so one worker serves many channels at once.
+
+In the order made. A post's place is when its content was made: a tool call's effect was
+made when the call was recorded, though its worker may enqueue it after the agent's reply.
+So a post waits while a chat effect of a session in its channel, made before it, is not in
+the lane yet (pending or applying), and the lane takes its posts by that moment, then id.
 
 Never twice. A post found SENDING may have reached Slack (the worker died in the call, or the
 call timed out): Slack is asked first, by the post id in the message's metadata, or by the
@@ -24,6 +29,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from calvin.chat.base import ChatPermanentError, ChatTemporaryError
@@ -37,6 +43,21 @@ log = logging.getLogger(__name__)
 Kind, Status = SlackPost.Kind, SlackPost.Status
 # Posts one drain sends before it lets other lanes' drains run (when the pace lets it go on).
 BATCH = 20
+# Chat effects whose posts go into their session's own thread: a later post to that channel
+# waits for them (see _earlier_effect_unqueued). post_thread posts into other threads.
+ORDERED_TOOLS = (
+    "send_message",
+    "edit_message",
+    "add_reaction",
+    "send_card",
+    "ask_user_question",
+    "post_card",
+    "send_file",
+    "request_secret",
+)
+# How often a lane looks again while an earlier effect is not queued, and for how long at most.
+ORDER_POLL_SECONDS = 0.1
+ORDER_WAIT_MAX_SECONDS = 300.0
 # A file's bytes may take this long per MiB on top of the lease (a lease must outlast its call).
 UPLOAD_SECONDS_PER_MIB = 4.0
 
@@ -113,7 +134,7 @@ def _lane_hand_on(lane_id: int, next_at) -> None:
 
 
 def _lane_serve(lane: SlackLane, lease):
-    """Send the lane's posts in id order while its pace lets it. Returns the lease still held
+    """Send the lane's posts in the order they were made while its pace lets it. Returns the lease still held
     (None when it was lost) and when the lane may go on (None: nothing was sent)."""
     from calvin.chat.slack.installations import bot_for_team
     from calvin.chat.slack.web_api import slack_client
@@ -122,9 +143,13 @@ def _lane_serve(lane: SlackLane, lease):
     client = slack_client(bot.token) if bot is not None else None
     next_at = None
     for turn in range(BATCH):
-        post = SlackPost.objects.filter(lane_id=lane.id, status__in=WAITING).order_by("id").first()
+        post = _lane_head(lane.id)
         if post is None:
             break
+        if _earlier_effect_unqueued(lane, made=post.made):
+            # Its turn comes after that effect's posts: look again shortly (the effect's own
+            # post queues a drain too, but an effect that fails queues none).
+            return lease, timezone.now() + timedelta(seconds=ORDER_POLL_SECONDS)
         if turn or post.kind == Kind.FILE:  # a lease just taken covers one post's calls
             size_mib = (post.payload.get("size") or 0) / (1024 * 1024) if post.kind == Kind.FILE else 0
             lease = _lease_renew(lane.id, lease, seconds=size_mib * UPLOAD_SECONDS_PER_MIB)
@@ -135,6 +160,36 @@ def _lane_serve(lane: SlackLane, lease):
         if wait > 0:
             break
     return lease, next_at
+
+
+def _lane_head(lane_id: int) -> SlackPost | None:
+    """The lane's next post: the one whose content was made first (a tool call's effect was
+    made when the call was, however late its worker ran), then the lowest id."""
+    return (
+        SlackPost.objects.filter(lane_id=lane_id, status__in=WAITING)
+        .annotate(made=Coalesce("tool_call__created_at", "created_at"))
+        .order_by("made", "id")
+        .first()
+    )
+
+
+def _earlier_effect_unqueued(lane: SlackLane, *, made) -> bool:
+    """Whether a chat effect for this channel made before `made` still waits for its worker
+    (pending or applying), so its posts are not in the lane yet. Calls waiting for a person's
+    approval do not hold the channel (that can take hours), nor calls older than the bound
+    (stuck ones; the sweep fails them)."""
+    from sessions.models import Thread
+    from tools.models import ToolCall
+
+    return ToolCall.objects.filter(
+        status__in=(ToolCall.Status.PENDING, ToolCall.Status.APPLYING),
+        tool__in=ORDERED_TOOLS,
+        created_at__lt=made,
+        created_at__gte=timezone.now() - timedelta(seconds=ORDER_WAIT_MAX_SECONDS),
+        session__thread__channel_kind=Thread.ChannelKind.SLACK,
+        session__thread__channel_id=lane.channel_id,
+        session__workspace__slack_installation__team_id=lane.team_id,
+    ).exists()
 
 
 def _post_send(post: SlackPost, lane: SlackLane, client) -> float:

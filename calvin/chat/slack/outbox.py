@@ -1,6 +1,6 @@
 """Slack's outbox: every Web API effect Calvin has for a channel waits in that channel's lane
-(SlackLane) as a SlackPost row, and leaves in id order, one at a time, no faster than Slack
-takes them.
+(SlackLane) as a SlackPost row, and leaves in the order it was made (calvin.chat.slack.lanes),
+one at a time, no faster than Slack takes them.
 
 The contract other code uses:
 
