@@ -4,11 +4,15 @@ parent's channel through its outbox, and that message becomes the child session'
 
 import shutil
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
-from calvin.chat.models import SlackPost
+from calvin.chat.models import SlackLane, SlackPost
+from calvin.chat.slack.outbox import slack_post_enqueue
+from calvin.chat.slack.spawns import WITHDRAWN, _withdraw
 from calvin.workspaces.models import Member, Repository
 from calvin.workspaces.services import workspace_create
 from sessions.models import Message, Session, Thread, Turn
@@ -148,3 +152,24 @@ def test_a_slack_thread_of_a_workspace_without_calvins_slack_app_is_refused(
     assert "no thread was spawned: Calvin is not installed in this workspace's Slack" in text_of(result)
     assert not ToolCall.objects.filter(tool="spawn_thread").exists() and not SlackPost.objects.exists()
     assert Thread.objects.filter(workspace=workspace).count() == 1
+
+
+def test_a_top_level_message_already_on_its_way_at_the_bound_is_waited_for(parent, standin, monkeypatch):
+    monkeypatch.setattr(spawns, "SPAWN_WAIT_SECONDS", 2.5)
+    # Being sent at the bound (2.5 s), so Slack may have it: never withdrawn; taken at about 3 s.
+    standin.fail("chat.postMessage", "slow", delay=3)
+    result = spawn(parent)
+    assert not result.is_error, text_of(result)
+    (post,) = top_level_posts(standin)
+    assert Session.objects.get(parent=parent.session).thread.thread_ts == post.answer["ts"]
+
+
+def test_a_post_is_not_withdrawn_while_a_drainer_holds_its_lane(slack_team, workspace):
+    """A drainer holding the lane may have read the post and be sending it."""
+    post = slack_post_enqueue(team_id=slack_team.team_id, channel_id=CHANNEL, kind="message", payload={"text": "x"})
+    SlackLane.objects.filter(id=post.lane_id).update(lease_until=timezone.now() + timedelta(seconds=30))
+    assert _withdraw(post) is False
+    SlackLane.objects.filter(id=post.lane_id).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert _withdraw(post) is True
+    post.refresh_from_db()
+    assert (post.status, post.error) == ("failed", WITHDRAWN)
