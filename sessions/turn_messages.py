@@ -2,8 +2,8 @@
 
 The host holds no database credentials, so the turn carries the session's configuration:
 the prompt, the runner's token (only when a new generation starts), the provider, the
-instructions file, the workspace's AGENTS.md, the secrets in the session's scope, and the
-agent's environment.
+instructions file, the workspace's AGENTS.md, the secrets in the session's scope, the
+agent's environment and its own MCP servers.
 """
 
 import time
@@ -65,6 +65,10 @@ def turn_message(*, session: Session, turns: list[Turn], runner: Runner, token: 
         "prompt": turn_prompt(turns),
         "runner": runner_part,
         "tool_sets": list(session.agent.tool_sets) if session.agent else ["calvin", "nanoclaw"],
+        # Its persistent directory on the host is keyed by it.
+        "agent": session.agent_id,
+        # What add_mcp_server approved: `vault:NAME` values stay references; the host resolves them.
+        "agent_mcp_servers": dict(session.agent.mcp_servers or {}) if session.agent else {},
         "provider": _provider(session),
         "instructions": session_instructions_text(session),
         "agents_md": agents_md_text(session.workspace_id),

@@ -222,7 +222,9 @@ class HostDaemon:
                 # checkout_repo's checkouts borrow objects from the workspace's mirrors: read-only,
                 # and the whole directory, so a mirror cloned during the turn shows too.
                 reveal.append(private_directory(self.state_dir / "git" / f"workspace-{message['workspace']}"))
-            turn = runner.run_turn(message, extra_path=extra_path, reveal=reveal)
+            turn = runner.run_turn(
+                message, extra_path=extra_path, reveal=reveal, agent_directory=self._agent_directory(message)
+            )
             finished = await asyncio.wait_for(turn, timeout)
         except TimeoutError:
             await runner.stop()
@@ -233,6 +235,14 @@ class HostDaemon:
         finally:
             self.turn_sessions.pop(turn_id, None)
         self.post(finished)
+
+    def _agent_directory(self, message: dict) -> Path | None:
+        """The agent's own directory on this host (NanoClaw's group folder): every session of
+        the agent here gets it, read-write; no other agent's session sees it."""
+        agent = message.get("agent")
+        if not isinstance(agent, int) or isinstance(agent, bool):
+            return None
+        return private_directory(self.agents_root / f"agent-{agent}" / "workspace")
 
     async def _environment(self, message: dict) -> tuple[list[str], Path | None]:
         """The agent's packages, built before its start when their version changed: the bin

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from sessions.host.agent_servers import agent_servers
 from sessions.host.providers import LINE_LIMIT, REPO, Outcome, Provider, ProviderError, provider_for
 from sessions.host.sandbox import Sandbox, limit_resources, private_directory, write_private
 from sessions.host.stream_json import bounded
@@ -25,6 +26,8 @@ DRAIN_TIMEOUT = 5.0
 STDERR_TAIL = 2000
 INSTRUCTIONS_FILE = "CLAUDE.md"
 AGENTS_FILE = "AGENTS.md"
+MCP_CONFIG_FILE = ".mcp.json"
+AGENT_DIRECTORY_VARIABLE = "CALVIN_AGENT_DIR"
 SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SYSTEM_PATH = ["/usr/local/bin", "/usr/bin", "/bin"]
 
@@ -154,18 +157,22 @@ class SessionRunner:
         self._stop_requested = False
         self._stopped = False  # stop() found the agent still running (or not yet started)
         self._agents_md: tuple[float, str] | None = None  # the newest AGENTS.md: (composed at, text)
+        self._agent_directory: Path | None = None  # the agent's own, kept across its sessions
 
-    async def run_turn(self, turn: dict, *, extra_path=(), reveal=()) -> dict:
+    async def run_turn(self, turn: dict, *, extra_path=(), reveal=(), agent_directory: Path | None = None) -> dict:
         """Run one turn's agent; returns the turn.finished message.
 
         `extra_path` goes first on the agent's PATH; `reveal` names directories the sandbox
         shows read-only although they lie under a hidden place (an agent's package prefix,
         whole, when `extra_path` names its bin directories). `extra_path` is revealed too.
+        `agent_directory` is the agent's own persistent directory on this host: shown
+        read-write, named by $CALVIN_AGENT_DIR.
         """
         number = turn.get("turn")
         if self.busy:
             return self._finished(number, Outcome("failed", error="This session's runner is already running a turn"))
         self.busy, self._stop_requested, self._stopped = True, False, False
+        self._agent_directory = Path(agent_directory) if agent_directory else None
         try:
             outcome = await self._run(turn, number, list(extra_path), [*extra_path, *reveal])
         finally:
@@ -200,17 +207,15 @@ class SessionRunner:
         try:
             self._take_token(turn.get("runner") or {})
             secrets = self._prepare(turn)
-            provider = provider_for(
-                turn.get("provider") or {},
-                prompt=str(turn.get("prompt") or ""),
-                directory=self.directory,
-                temp_directory=self.temp_directory,
-                mcp_servers=turn.get("mcp_servers") or {},
-                claude_home=self.claude_home,
-                sandboxed=self.sandbox.kind == "bwrap",
-            )
+            prompt = str(turn.get("prompt") or "")
+            provider = self._provider(turn, prompt)
+            problems = self._write_mcp_config(turn, provider, secrets, extra_path)
+            if problems:
+                provider = self._provider(turn, "\n".join(f"[system] {p}" for p in problems) + f"\n\n{prompt}")
         except (ProviderError, OSError, RuntimeError) as error:
             return Outcome("failed", error=str(error))
+        for problem in problems:
+            await self._event(number, {"kind": "error", "text": problem})
         outcome = await self._run_process(provider, secrets, number, extra_path, reveal)
         fresh = provider.fresh() if outcome.retry_fresh else None
         if fresh is not None and not self._stop_requested:
@@ -220,6 +225,33 @@ class SessionRunner:
             outcome = await self._run_process(fresh, secrets, number, extra_path, reveal)
         return outcome
 
+    def _provider(self, turn: dict, prompt: str) -> Provider:
+        return provider_for(
+            turn.get("provider") or {},
+            prompt=prompt,
+            directory=self.directory,
+            temp_directory=self.temp_directory,
+            mcp_servers=turn.get("mcp_servers") or {},
+            claude_home=self.claude_home,
+            sandboxed=self.sandbox.kind == "bwrap",
+        )
+
+    def _write_mcp_config(self, turn: dict, provider: Provider, secrets: dict[str, str], extra_path) -> list[str]:
+        """.mcp.json (0600: it holds the runner's token): Calvin's servers for the session's
+        tool sets, then the agent's own; returns why any of the agent's were left out."""
+        servers = {
+            name: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {self._token}"}}
+            for name, url in (turn.get("mcp_servers") or {}).items()
+        }
+        environment = self._environment(provider, secrets, extra_path)
+        # A secret the runner's own variables replace (HOME, PATH...) would expand to the wrong value.
+        available = {name for name, value in secrets.items() if environment.get(name) == value}
+        own, problems = agent_servers(
+            turn.get("agent_mcp_servers"), secrets=available, taken=set(servers) | {"calvin", "nanoclaw"}
+        )
+        write_private(self.directory, MCP_CONFIG_FILE, json.dumps({"mcpServers": {**servers, **own}}, indent=2))
+        return problems
+
     def _take_token(self, runner: dict) -> None:
         generation = runner.get("generation")
         if runner.get("token"):
@@ -228,16 +260,11 @@ class SessionRunner:
             raise RuntimeError(f"This host holds no token for runner generation {generation} of this session")
 
     def _prepare(self, turn: dict) -> dict[str, str]:
-        """The session directory's .mcp.json and instructions, and the secrets; returns the
-        secrets' environment."""
+        """The session directory's instructions, and the secrets; returns the secrets'
+        environment."""
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         private_directory(self.temp_directory)
         private_directory(self.secrets_directory)
-        servers = {
-            name: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {self._token}"}}
-            for name, url in (turn.get("mcp_servers") or {}).items()
-        }
-        write_private(self.directory, ".mcp.json", json.dumps({"mcpServers": servers}, indent=2))
         if turn.get("instructions"):
             write_private(self.directory, INSTRUCTIONS_FILE, str(turn["instructions"]), mode=0o644)
         if isinstance(turn.get("agents_md"), str):
@@ -282,6 +309,8 @@ class SessionRunner:
             "LC_ALL": "C.UTF-8",
             "TERM": "dumb",
         }
+        if self._agent_directory is not None:
+            base[AGENT_DIRECTORY_VARIABLE] = str(self._agent_directory)
         return {**secrets, **provider.env, **base}  # a secret cannot replace what the runner sets
 
     async def _run_process(self, provider: Provider, secrets: dict[str, str], number, extra_path, reveal) -> Outcome:
@@ -292,7 +321,7 @@ class SessionRunner:
             directory=self.directory,
             temp_directory=self.temp_directory,
             secrets_directory=self.secrets_directory,
-            home_binds=provider.home_binds,
+            home_binds=(*provider.home_binds, *([self._agent_directory] if self._agent_directory else [])),
             reveal=(*provider.reveal, *reveal),
         )
         try:

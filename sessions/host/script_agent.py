@@ -26,10 +26,15 @@ class ScriptError(Exception):
 
 
 def servers_from(config_path: Path) -> dict[str, dict]:
-    """name -> {"url", "headers"} from the .mcp.json the runner wrote."""
+    """name -> {"url", "headers"} of the HTTP servers in the .mcp.json the runner wrote (the
+    agent's own stdio servers are for Claude Code to start, not for a script)."""
     try:
         servers = json.loads(config_path.read_text())["mcpServers"]
-        return {name: {"url": s["url"], "headers": s.get("headers") or {}} for name, s in servers.items()}
+        return {
+            name: {"url": s["url"], "headers": s.get("headers") or {}}
+            for name, s in servers.items()
+            if s.get("type", "http") == "http"
+        }
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise ScriptError(f"no usable .mcp.json in the session directory ({error})") from None
 

@@ -299,6 +299,13 @@ def mcp_server_problems(*, agent: Agent, name: str, command: str, args: list[str
         problems.append(f"args: an argument is at most {ARG_MAX:,} characters: args[{'], args['.join(long_args)}]")
     if sum(len(a) for a in args) > ARGS_TOTAL_MAX:
         problems.append(f"args: at most {ARGS_TOTAL_MAX:,} characters in all")
+    # Claude Code expands ${VAR} in these from the session's environment, which holds its
+    # secrets: the card would show a name while a secret's value ran.
+    plain = [("command", command), *((f"args[{i}]", a) for i, a in enumerate(args))]
+    plain += [(f"env {k}", v) for k, v in env.items() if not v.startswith(VAULT_PREFIX)]
+    expanding = [where for where, text in plain if "${" in text]
+    if expanding:
+        problems.append("'${' is not allowed (name a secret as vault:NAME instead): " + ", ".join(expanding))
     return problems + _env_problems(env)
 
 
