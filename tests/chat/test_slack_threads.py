@@ -12,6 +12,7 @@ from calvin.chat.base import ThreadTarget
 from calvin.chat.models import SlackPost
 from calvin.chat.slack.threads import post_reply
 from calvin.workspaces.models import Member
+from sessions.models import Message, Turn
 from sessions.services import runner_start, session_start
 from tests.approvals.support import (  # noqa: F401  (_worker_idle_afterwards: a fixture, autouse)
     OWNER_PASSWORD,
@@ -273,6 +274,29 @@ def test_post_thread_outside_bypass_posts_after_approval(agent, slack_team, stan
     (reply,) = wait_for(lambda: replies_in(standin, PUBLIC, root), timeout=20)
     assert reply["text"].startswith("Go ahead\n\nPosted for ")
     assert standin.ok_calls_of("chat.postMessage")[0].params["thread_ts"] == root
+
+
+def test_an_approved_post_slack_refuses_fails_its_approval_and_the_agent_is_told(
+    agent, slack_team, standin, conversations, gateway
+):
+    root = thread_in(standin, PUBLIC, ("Release?", ALICE), [])
+    standin.fail("chat.postMessage", "ok_false", error="is_archived")
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(agent.call, "post_thread", {"channel": PUBLIC, "ts": root, "text": "Go ahead"})
+        approval = wait_for(lambda: PendingApproval.objects.filter(session=agent.session).first(), timeout=20)
+        with pressing(gateway, "owner", OWNER_PASSWORD, agent.session.thread_id) as person:
+            wait_for(lambda: PendingApproval.objects.get(id=approval.id).card_platform_ids.get("message_id"))
+            assert person.press(approval.id, "approve").status_code == 200
+        result = future.result(timeout=60)
+    assert result.structured_content["status"] == "failed", text_of(result)
+    assert wait_for(lambda: PendingApproval.objects.get(id=approval.id).status == PendingApproval.Status.FAILED)
+    card = Message.objects.get(id=PendingApproval.objects.get(id=approval.id).card_platform_ids["message_id"])
+    wait_for(lambda: "failed: " in str(Message.objects.get(id=card.id).blocks), timeout=20)
+    told = Message.objects.get(thread=agent.session.thread, author="system", text__contains="not delivered to Slack")
+    assert "is_archived" in told.text and Turn.objects.filter(prompt=told).exists()
+    assert not replies_in(standin, PUBLIC, root)
 
 
 def test_the_effect_queues_one_post_however_often_it_runs(agent, slack_team, standin, conversations):
