@@ -3,10 +3,12 @@ for the channel's latest live session of the team's workspace, answered ephemera
 acknowledgement; stop and mode only by the session's owner or a workspace admin."""
 
 import time
+import urllib.parse
 
 import pytest
 
 from calvin.chat.links import thread_url
+from calvin.chat.slack.interactions import OTHER_TEAM
 from calvin.workspaces.models import Member
 from sessions.models import Message, Session, Turn
 from sessions.services import message_post_by_person, session_start
@@ -98,6 +100,18 @@ def test_another_teams_command_sees_nothing_of_this_workspace(slack_sender, sess
     # Same channel id, same Slack user id, but typed in team T0002 (Globex): Acme's session is not there.
     for sub in ("status", "stop", "mode bypassPermissions"):
         assert slash(slack_sender, sub, team="T0002").startswith("There is no live Calvin session")
+    session.refresh_from_db()
+    assert (session.status, session.permission_mode) == (Session.Status.IDLE, P.DEFAULT)
+
+
+def test_a_person_of_another_organisation_is_refused_and_made_no_member(slack_sender, session):
+    """Slack Connect: in a channel shared with another organisation, its people can type /calvin too."""
+    for sub in ("status", "stop", "mode bypassPermissions"):
+        typed = command_body(team_id="T0001", channel_id=CHANNEL, user_id="U0OUT", text=sub)
+        body = urllib.parse.urlencode({**dict(urllib.parse.parse_qsl(typed)), "user_team": "T0OTHER"})
+        response = slack_sender.command(body)
+        assert response.json() == {"response_type": "ephemeral", "text": f"Nothing changed: {OTHER_TEAM}"}
+    assert not Member.objects.filter(slack_user_id="U0OUT").exists()
     session.refresh_from_db()
     assert (session.status, session.permission_mode) == (Session.Status.IDLE, P.DEFAULT)
 

@@ -297,6 +297,29 @@ def test_a_channel_message_outside_calvins_threads_is_ignored(slack_sender, slac
     assert list(SlackEvent.objects.values_list("status", flat=True)) == ["ignored", "ignored"]
 
 
+def test_a_person_of_another_organisation_starts_and_joins_nothing(slack_sender, slack_team, standin, celery_worker):
+    """Slack Connect: a channel shared with another organisation brings its people's messages."""
+    session = slack_session_start_by_mention(slack_sender)
+    outsider = {"user_team": "T0OTHER", "source_team": "T0OTHER"}
+    own, dm, reply = "1700000100.000700", "1700000100.000800", "1700000100.000900"
+    send(slack_sender, {**mention(user="U0OUT", channel="C1", ts=own, text="run this"), **outsider})
+    send(slack_sender, {**message(user="U0OUT", channel="D1", ts=dm, text="hi", channel_type="im"), **outsider})
+    send(slack_sender, {**message(user="U0OUT", channel="C1", ts=reply, text="me too", thread_ts=ROOT), **outsider})
+    settled()
+    assert not Member.objects.filter(slack_user_id="U0OUT").exists()
+    assert Session.objects.get() == session and prompts(session) == ["go"]
+    ignored = SlackEvent.objects.filter(payload__user="U0OUT")
+    assert [e.status for e in ignored] == [SlackEvent.Status.IGNORED] * 3
+    assert all("another Slack team (T0OTHER)" in e.note for e in ignored)
+
+
+def slack_session_start_by_mention(slack_sender) -> Session:
+    """A session started by a person of the installation's own team (their team named, as Slack does)."""
+    send(slack_sender, {**mention(user="U1", channel="C1", ts=ROOT, text="go"), "user_team": "T0001"})
+    settled()
+    return slack_session()
+
+
 def test_an_unknown_teams_event_changes_nothing(slack_sender, slack_team, standin, celery_worker):
     send(slack_sender, mention(user="U1", channel="C1", ts=ROOT, text="hi"), team="T0404")
     settled()

@@ -129,6 +129,16 @@ def _not_a_person(event: dict, bot) -> str:
     return ""
 
 
+def _from_another_team(event: dict, team_id: str) -> str:
+    """Why the author is not a person of the installation's team ("" when they are): in a
+    channel shared with another organisation (Slack Connect) their messages reach Calvin too,
+    but only the team Calvin is installed in has members of its workspace."""
+    author_team = event.get("user_team") or event.get("source_team") or team_id
+    if author_team != team_id:
+        return f"from a person of another Slack team ({author_team[:32]}): only {team_id}'s people start or join"
+    return ""
+
+
 def prompt_text(text: str, bot_user_id: str) -> str:
     """The message's text without the mentions of Calvin's bot (`<@U…>` or `<@U…|name>`)."""
     if bot_user_id:
@@ -141,7 +151,7 @@ def _message_take(row: SlackEvent) -> tuple[str, str]:
     bot = bot_for_team(row.team_id)
     if bot is None:
         return SlackEvent.Status.IGNORED, "Calvin is not installed in this Slack team"
-    refused = _not_a_person(event, bot)
+    refused = _not_a_person(event, bot) or _from_another_team(event, row.team_id)
     if refused:
         return SlackEvent.Status.IGNORED, refused
     channel, ts = event.get("channel") or "", event.get("ts") or ""

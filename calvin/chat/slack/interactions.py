@@ -194,12 +194,15 @@ def session_permission_mode_set(*, session_id: int, member, mode: str) -> str:
     return f"Permission mode of {_which_thread(session)}: `{before}` → `{mode}`."
 
 
-def slash_command_answer(*, team_id: str, channel_id: str, user_id: str, text: str) -> str:
-    """What `/calvin <text>` answers (ephemerally) in `channel_id`."""
+def slash_command_answer(*, team_id: str, channel_id: str, user_id: str, text: str, user_team_id: str = "") -> str:
+    """What `/calvin <text>` answers (ephemerally) in `channel_id`. A person of another team
+    (a channel shared with another organisation) is refused: they are no member here."""
     words = (text or "").split()
     sub = words[0].lower() if words else "help"
     if sub not in ("status", "stop", "mode"):
         return HELP if sub == "help" else f"Unknown subcommand `{words[0][:40]}`.\n{HELP}"
+    if (user_team_id or team_id) != team_id:
+        return f"Nothing changed: {OTHER_TEAM}"
     workspace_id = workspace_id_for_team(team_id)
     if workspace_id is None:
         return "Calvin is not installed in this Slack workspace."

@@ -5,11 +5,14 @@ from calvin.chat.slack.interactions import slash_command_answer
 
 
 def calvin_command(ack, command, context):
+    team_id = context.team_id or command.get("team_id", "")
     answer = slash_command_answer(
-        team_id=context.team_id or command.get("team_id", ""),
+        team_id=team_id,
         channel_id=command.get("channel_id", ""),
         user_id=command.get("user_id", ""),
         text=command.get("text", ""),
+        # The person's own team: another organisation's in a shared channel.
+        user_team_id=command.get("user_team") or command.get("team_id") or team_id,
     )
     ack(response_type="ephemeral", text=answer)
 
