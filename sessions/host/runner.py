@@ -266,10 +266,19 @@ class SessionRunner:
         private_directory(self.temp_directory)
         private_directory(self.secrets_directory)
         if turn.get("instructions"):
-            write_private(self.directory, INSTRUCTIONS_FILE, str(turn["instructions"]), mode=0o644)
+            write_private(self.directory, INSTRUCTIONS_FILE, self._instructions(turn["instructions"]), mode=0o644)
         if isinstance(turn.get("agents_md"), str):
             self.agents_md_update(turn["agents_md"], turn.get("agents_md_at"))
         return self._write_secrets(turn.get("secrets") or [])
+
+    def _instructions(self, text) -> str:
+        if self._agent_directory is None:
+            return str(text)
+        return (
+            f"{text}\n\n## Your agent's own directory\n\n"
+            f"`{self._agent_directory}` (also `${AGENT_DIRECTORY_VARIABLE}`) is yours across your sessions on this "
+            "host: keep there what a later session of yours should find. This session's directory is its own.\n"
+        )
 
     def agents_md_update(self, text: str, at=None) -> None:
         """Write AGENTS.md (the workspace's repositories), keeping the newest text: a push of a
