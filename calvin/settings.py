@@ -378,6 +378,9 @@ CALVIN_HOST_HEARTBEAT_SECONDS = env.float("CALVIN_HOST_HEARTBEAT_SECONDS", defau
 CALVIN_HOST_LAPSE_SECONDS = env.float("CALVIN_HOST_LAPSE_SECONDS", default=35.0)
 # A turn that runs longer is stopped by its host (no session stays "running" forever).
 CALVIN_TURN_TIMEOUT_SECONDS = env.float("CALVIN_TURN_TIMEOUT_SECONDS", default=3600.0)
+# The gateway's own bound: a turn still running this long after the timeout is ended by the
+# hosts sweep (a host that heartbeats but never reports the end cannot hold a session running).
+CALVIN_TURN_GRACE_SECONDS = env.float("CALVIN_TURN_GRACE_SECONDS", default=120.0)
 # How long a host-local request (send_file's bytes) may take before the tool call fails.
 CALVIN_HOST_REQUEST_SECONDS = env.float("CALVIN_HOST_REQUEST_SECONDS", default=60.0)
 # checkout_repo and spawn_thread's git work on a host: each clone or fetch is killed after this.

@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from sessions.hosts import host_create, host_is_live, host_revoke, host_token_reset
+from sessions.hosts import host_create, host_delete, host_is_live, host_revoke, host_token_reset
 from sessions.models import Host, Message, Reaction, Runner, RunnerCount, Session, Thread, Turn
 from sessions.services import runner_revoke
 from sessions.turns import session_stop
@@ -33,6 +33,13 @@ class HostAdmin(admin.ModelAdmin):
             f"CALVIN_HOST_TOKEN={token} python manage.py host --gateway <this gateway's URL>",
             messages.WARNING,
         )
+
+    def delete_model(self, request, obj):
+        host_delete(host_id=obj.id)  # its running turns run elsewhere, not left "running"
+
+    def delete_queryset(self, request, queryset):
+        for host_id in queryset.values_list("id", flat=True):
+            host_delete(host_id=host_id)
 
     @admin.action(description="Revoke the selected hosts' tokens (disconnects them; their turns run elsewhere)")
     def revoke(self, request, queryset):

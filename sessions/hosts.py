@@ -120,10 +120,23 @@ def host_disconnected(*, host_id: int, channel_name: str) -> None:
     Host.objects.filter(id=host_id, channel_name=channel_name).update(channel_name="")
 
 
-def _requeue(turns, *, reason: str) -> list[int]:
+def _requeue(turns, *, reason: str, skip_locked: bool = False) -> list[int]:
     """Running turns back to the queue; their sessions leave the host and their runners end,
-    so the next host starts a new runner generation."""
-    rows = list(turns.select_for_update().values_list("id", "session_id", "attempts", "session__thread_id"))
+    so the next host starts a new runner generation. A turn someone stopped is not run again:
+    it ends stopped, and the thread is told."""
+    from sessions.turns import session_turns_end, stop_requested
+
+    locked = turns.select_for_update(skip_locked=skip_locked, of=("self",))
+    rows = list(locked.values_list("id", "session_id", "attempts", "session__thread_id", "error"))
+    stopped = {row[1]: row[4] for row in rows if stop_requested(row[4])}
+    for session_id, who in stopped.items():
+        session_turns_end(
+            session_id=session_id,
+            status=Turn.Status.STOPPED,
+            error=who,
+            notice=f"Stopped ({who}). Its host could not be told ({reason}); the agent is not run again for this.",
+        )
+    rows = [row for row in rows if row[1] not in stopped]
     if not rows:
         return []
     ids = [row[0] for row in rows]
@@ -170,12 +183,64 @@ def hosts_lapsed(*, now: datetime | None = None):
 @transaction.atomic
 def hosts_sweep(*, now: datetime | None = None) -> list[int]:
     """Hosts whose heartbeat lapsed lose their turns (they run elsewhere) and their
-    connection slot. Returns the sessions queued again."""
+    connection slot; so do turns whose host row is gone; turns that outlived every bound
+    end. Returns the sessions queued again."""
     requeued = []
     for host in hosts_lapsed(now=now).select_for_update(skip_locked=True):
         Host.objects.filter(id=host.id).update(channel_name="", last_heartbeat_at=None)
         requeued += host_turns_requeue(host_id=host.id, reason=f"its host {host.name} stopped answering")
+    orphaned = Turn.objects.filter(status=Turn.Status.RUNNING, host__isnull=True)
+    requeued += _requeue(orphaned, reason="its host was deleted", skip_locked=True)
+    turns_overdue_end(now=now)
     return requeued
+
+
+def turns_overdue(*, now: datetime | None = None):
+    """Running turns older than any turn may run (its host stops it at the turn timeout),
+    with a grace for the host's own report to arrive."""
+    bound = settings.CALVIN_TURN_TIMEOUT_SECONDS + settings.CALVIN_TURN_GRACE_SECONDS
+    return Turn.objects.filter(
+        status=Turn.Status.RUNNING, started_at__lt=(now or timezone.now()) - timedelta(seconds=bound)
+    )
+
+
+def turns_overdue_end(*, now: datetime | None = None) -> list[int]:
+    """A host that heartbeats but never ends a turn cannot hold its session running: the turn
+    fails, the thread is told, and the host is told to stop it. Returns the sessions ended."""
+    from sessions.host_link import host_send
+    from sessions.turns import session_turns_end
+
+    ended = []
+    locked = turns_overdue(now=now).select_for_update(skip_locked=True, of=("self",))
+    rows = locked.values_list("session_id", "host_id", "host__name")
+    for session_id, host_id, host_name in {row[0]: row for row in rows}.values():
+        seconds = settings.CALVIN_TURN_TIMEOUT_SECONDS
+        text = f"its host {host_name} did not end it within the {seconds:g} s a turn may run"
+        if session_turns_end(
+            session_id=session_id,
+            status=Turn.Status.FAILED,
+            error=f"ended by the gateway: {text}",
+            notice=f"The agent's turn was ended: {text}. Send a message to start it again.",
+        ):
+            ended.append(session_id)
+            if host_id:
+                message = {"type": "stop", "session": session_id, "reason": "the turn ran too long"}
+                transaction.on_commit(lambda h=host_id, m=message: host_send(h, m))
+    return ended
+
+
+@transaction.atomic
+def host_delete(*, host_id: int) -> bool:
+    """Delete a host: its connection closes and its running turns run elsewhere first (the
+    rows would otherwise lose their host and stay running)."""
+    host = Host.objects.select_for_update().filter(id=host_id).first()
+    if host is None:
+        return False
+    host_turns_requeue(host_id=host_id, reason=f"its host {host.name} was deleted")
+    if host.channel_name:
+        _close_on_commit(host.channel_name, "the host was deleted")
+    host.delete()
+    return True
 
 
 def host_is_live(host: Host, *, now: datetime | None = None) -> bool:

@@ -10,7 +10,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from sessions.models import Session, Turn
+from sessions.models import Host, Runner, Session, Turn
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +18,12 @@ MAX_REPLY = 40_000
 MAX_EVENT_TEXT = 4_000
 EVENT_KINDS = ("text", "tool_use", "tool_result", "error")
 FINISHED = {"done": Turn.Status.DONE, "failed": Turn.Status.FAILED, "stopped": Turn.Status.STOPPED}
+STOP_MARKS = ("stopped by ", "stopped from ")  # what session_stop writes in a running turn's error
+
+
+def stop_requested(error: str) -> bool:
+    """Whether Stop was pressed for this running turn (only session_stop sets a running turn's error)."""
+    return error.startswith(STOP_MARKS)
 
 
 def _batch(*, host_id: int, turn_id: int):
@@ -95,7 +101,7 @@ def turn_finish(
         return False
     session = turns[0].session
     now = timezone.now()
-    stopped_by = next((t.error for t in turns if t.error.startswith("stopped by")), "")
+    stopped_by = next((t.error for t in turns if stop_requested(t.error)), "")
     Turn.objects.filter(id__in=[t.id for t in turns]).update(
         status=FINISHED[status], finished_at=now, error=(stopped_by or str(error))[:2000]
     )
@@ -144,7 +150,61 @@ def session_stop(*, session_id: int, member=None, via: str = "web") -> str:
         return "the agent is not running"
     running.update(error=who)
     turn_id, host_id = batch
+    from sessions.hosts import host_is_live
+
+    host = Host.objects.filter(id=host_id).first() if host_id else None
+    if host is None or not host_is_live(host):
+        _stop_unreached(session_id=session.id, who=who)
+        return "stopped (its host could not be reached)"
     from sessions.host_link import host_send
 
+    # Should it be gone by the time this is sent, its lapse ends the turn stopped (hosts._requeue).
     transaction.on_commit(lambda: host_send(host_id, {"type": "stop", "session": session.id, "turn": turn_id}))
     return "stopping"
+
+
+@transaction.atomic
+def _stop_unreached(*, session_id: int, who: str) -> None:
+    """Stop with no host to tell: the turn ends now, and a host that comes back with it is
+    told to stop it (its registration finds the turn is no longer its own)."""
+    session_turns_end(
+        session_id=session_id,
+        status=Turn.Status.STOPPED,
+        error=who,
+        notice=f"Stopped ({who}). Its host could not be reached; the agent is not run again for this message.",
+    )
+
+
+@transaction.atomic
+def session_turns_end(*, session_id: int, status: str, error: str, notice: str) -> bool:
+    """End a session's running turn from the gateway's side, when its host cannot report the
+    end (it is gone, or the turn outlived every bound): the thread is told, and the session
+    leaves the host and its runner ends, so its next message starts afresh on any host."""
+    turns = list(
+        Turn.objects.select_for_update()
+        .filter(session_id=session_id, status=Turn.Status.RUNNING)
+        .select_related("session")
+    )
+    if not turns:
+        return False
+    session = turns[0].session
+    now = timezone.now()
+    Turn.objects.filter(id__in=[t.id for t in turns]).update(status=status, finished_at=now, error=error[:2000])
+    more = session.turns.filter(status=Turn.Status.QUEUED).exists()
+    Session.objects.filter(id=session_id).update(
+        host=None, status=Session.Status.QUEUED if more else Session.Status.IDLE
+    )
+    Runner.objects.filter(session_id=session_id, revoked_at__isnull=True).update(revoked_at=now)
+    seconds = (now - min(t.started_at or now for t in turns)).total_seconds()
+    from calvin.workspaces.quotas import quota_agent_seconds_add
+
+    quota_agent_seconds_add(workspace_id=session.workspace_id, seconds=seconds)
+    from sessions.services import system_notice_post
+
+    system_notice_post(thread_id=session.thread_id, text=notice)
+    _activity(session.thread_id, {"kind": "finished", "text": status})
+    if more:
+        from sessions.scheduling import hosts_wake_on_commit
+
+        hosts_wake_on_commit()
+    return True
