@@ -13,6 +13,7 @@ from approvals.models import PendingApproval
 from calvin.chat.slack.installations import installation_save
 from calvin.workspaces.models import Member
 from calvin.workspaces.services import workspace_create
+from secrets_vault.services import secret_set
 from sessions.services import runner_start, session_start
 from tests.approvals.support import requested, told, worker_drain
 from tests.conftest import Agent, text_of, wait_for
@@ -302,6 +303,18 @@ def test_a_question_is_answered_from_slack(slack_agent, slack_sender, standin, o
 
     press(slack_sender, element, user=OWNER)
     assert ephemeral_to(standin, OWNER).params["text"] == "Nothing changed: already answered by U0PLAIN: Ship it"
+
+
+def test_an_answer_quoting_a_secret_set_after_the_question_is_redacted(slack_agent, slack_sender, standin, owner):
+    future = ask(slack_agent, title="Deploy", question="Which key?", options=["Old", "s3cr3t-value-42"], timeout=60)
+    question = wait_for(lambda: Question.objects.filter(tool_call__session=slack_agent.session).first(), timeout=20)
+    element, card_ts = posted_button(standin, f"question:{question.tool_call_id}:", "1")
+    secret_set(session=slack_agent.session, name="DEPLOY_KEY", value="s3cr3t-value-42")  # set since it was asked
+    press(slack_sender, element, user=OWNER, message_ts=card_ts)
+    future.result(timeout=20)
+    assert ephemeral_to(standin, OWNER).params["text"] == "Answered: [redacted]"
+    worker_drain()
+    assert "s3cr3t-value-42" not in str([c.params for c in standin.calls_of("chat.postEphemeral")])
 
 
 def _elements(items: list[dict]) -> list[dict]:

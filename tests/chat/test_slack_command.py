@@ -10,7 +10,8 @@ import pytest
 from calvin.chat.links import thread_url
 from calvin.chat.slack.interactions import OTHER_TEAM
 from calvin.workspaces.models import Member
-from sessions.models import Message, Session, Turn
+from secrets_vault.services import secret_set
+from sessions.models import Message, Session, Thread, Turn
 from sessions.services import message_post_by_person, session_start
 from tests.approvals.support import worker_drain
 from tests.chat.test_slack_buttons import CHANNEL, OWNER, ROOT, globex_team, owner
@@ -87,6 +88,13 @@ def test_status_names_the_thread_and_its_state_for_anyone(slack_sender, session)
     assert names_the_thread(answer, session)
     assert "agent main, idle, permission mode `default`, 0 messages queued." in answer
     assert f"by <@{OWNER}>" in answer
+
+
+def test_status_redacts_a_secret_the_threads_title_quotes(slack_sender, session):
+    Thread.objects.filter(id=session.thread_id).update(title="Rotate s3cr3t-value-42")
+    secret_set(session=session, name="DEPLOY_KEY", value="s3cr3t-value-42")
+    answer = slash(slack_sender, "status")
+    assert "|Rotate [redacted]>" in answer and "s3cr3t-value-42" not in answer
 
 
 def test_no_live_session_in_the_channel_is_said_plainly(slack_sender, session):

@@ -16,7 +16,7 @@ from django.apps import apps
 
 from secrets_vault.models import Secret, SecretRequest
 from secrets_vault.requests import WHO_MAY_SET
-from secrets_vault.services import session_secrets
+from secrets_vault.services import secret_set, session_secrets
 from sessions.models import Message
 from tests.approvals.support import worker_drain
 from tests.chat.test_slack_buttons import (
@@ -188,6 +188,20 @@ def test_the_owner_sets_a_secret_through_the_modal_and_it_leaks_nowhere(
         assert form not in stored_rows()
         assert not [line for line in every_log_line() if form in line]
     assert any("slack_bolt" in line or "slack_sdk" in line for line in every_log_line()[:-2]), "DEBUG was on"
+
+
+def test_a_reason_quoting_a_secret_set_after_the_request_is_redacted_in_the_modal(
+    slack_agent, slack_sender, standin, owner
+):
+    result = slack_agent.call("request_secret", {"name": NAME, "reason": "The old key s3cr3t-value-42 expired"})
+    assert not result.is_error, text_of(result)
+    request = SecretRequest.objects.get(session=slack_agent.session, name=NAME)
+    element, card_ts = posted_button(standin, f"secret:{request.pk}:", "set")
+    secret_set(session=slack_agent.session, name="OLD_KEY", value="s3cr3t-value-42")  # set since it was asked
+    slack_sender.interaction(block_actions(element, user=OWNER, trigger_id=standin.trigger(), message_ts=card_ts))
+    shown = json.dumps(opened_view(standin))
+    assert "The old key [redacted] expired" in shown
+    assert "s3cr3t-value-42" not in str([c.params for c in standin.calls_of("views.open")])
 
 
 def test_a_plain_member_gets_no_modal(slack_agent, slack_sender, standin):

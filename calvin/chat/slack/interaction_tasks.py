@@ -46,11 +46,21 @@ def slack_button_pressed(
 def slack_ephemeral_send(team_id: str, channel_id: str, user_id: str, thread_ts: str, text: str) -> bool:
     """chat.postEphemeral: only `user_id` sees it, in the thread it was pressed in."""
     from calvin.chat.slack.installations import bot_for_team
+    from calvin.chat.slack.lookups import slack_thread
+    from calvin.chat.slack.outbox import secrets_redacted
     from calvin.chat.slack.web_api import slack_client, slack_error
 
     bot = bot_for_team(team_id)
     if bot is None:
         return False  # uninstalled meanwhile: nobody to answer through
+    thread = slack_thread(workspace_id=bot.workspace_id, channel_id=channel_id, thread_ts=thread_ts)
+    if thread is not None:
+        # It can quote the agent's words (a summary, an option): a secret set since is redacted.
+        try:
+            text = secrets_redacted(thread=thread, value=text)
+        except ChatPermanentError as exc:
+            log.warning("an ephemeral answer to %s in %s was not sent: %s", user_id, channel_id, exc)
+            return False
     try:
         slack_client(bot.token).chat_postEphemeral(
             channel=channel_id, user=user_id, text=text[:3000], thread_ts=thread_ts or None

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from calvin.chat.base import ChatPermanentError
 from calvin.chat.links import thread_url
 from calvin.chat.slack.installations import bot_for_team
 from calvin.chat.slack.lookups import member_for_slack_user, slack_thread
+from calvin.chat.slack.outbox import secrets_redacted
 from calvin.dashboard.actions import ActionRefused, action_press
 from sessions.models import Session, Thread, Turn
 
@@ -209,6 +211,17 @@ def slash_command_answer(*, team_id: str, channel_id: str, user_id: str, text: s
     session = channel_session_latest(workspace_id=workspace_id, channel_id=channel_id)
     if session is None:
         return "There is no live Calvin session in this channel. Mention Calvin to start one."
+    answer = _session_command(sub, words, session=session, workspace_id=workspace_id, user_id=user_id)
+    # It names the thread by its title (the agent's words, maybe): a secret set since is redacted.
+    try:
+        return secrets_redacted(thread=session.thread, value=answer)
+    except ChatPermanentError:
+        return (
+            f"Done, but Calvin cannot check its answer against this session's secrets now, so it is not shown ({sub})."
+        )
+
+
+def _session_command(sub: str, words: list[str], *, session: Session, workspace_id: int, user_id: str) -> str:
     if sub == "status":
         return _status(session)
     member = member_for_slack_user(workspace_id=workspace_id, slack_user_id=user_id)

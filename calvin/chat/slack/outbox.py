@@ -130,6 +130,14 @@ def content_scanner(*, thread, tool_call_id=None):
     return scanner_for(pairs) if pairs else None
 
 
+def secrets_redacted(*, thread, value):
+    """`value` (text, or blocks) with the values of the thread's session's secrets redacted:
+    the same check for what reaches Slack outside the outbox (an ephemeral answer, a /calvin
+    answer, a modal). Raises ChatPermanentError when the secrets cannot be read (fail closed)."""
+    scanner = content_scanner(thread=thread)
+    return value if scanner is None else _strings_map(value, scanner.redact)
+
+
 def _strings(value):
     if isinstance(value, str):
         yield value

@@ -14,8 +14,10 @@ import logging
 import re
 
 from approvals.cards import visible
+from calvin.chat.base import ChatPermanentError
 from calvin.chat.slack.installations import bot_for_team
 from calvin.chat.slack.lookups import member_for_slack_user, slack_thread
+from calvin.chat.slack.outbox import secrets_redacted
 from calvin.chat.slack.web_api import slack_client, slack_error
 from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
 from secrets_vault.models import MAX_VALUE_BYTES, SecretRequest
@@ -79,6 +81,13 @@ def secret_modal_view(
         raise ModalRefused(f"{request.name} was already set by {request.set_by or 'someone'}")
     agent = request.session.agent.name if request.session.agent_id else "(no agent)"
     stored_as = f"a file whose path is in ${request.name}" if request.as_file else f"${request.name}"
+    # The reason is the agent's words: a secret of the session set since the request is redacted.
+    try:
+        asks = secrets_redacted(
+            thread=thread, value=f"Agent {agent} asks for {request.name}: {visible(request.reason)}"
+        )
+    except ChatPermanentError:
+        raise ModalRefused("Calvin cannot check this request against the session's secrets now; try again") from None
     return {
         "type": "modal",
         "callback_id": CALLBACK_ID,
@@ -92,7 +101,7 @@ def secret_modal_view(
                 "type": "section",
                 "text": {
                     "type": "plain_text",
-                    "text": f"Agent {agent} asks for {request.name}: {visible(request.reason)}"[:3000],
+                    "text": asks[:3000],
                 },
             },
             {
