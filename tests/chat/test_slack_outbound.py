@@ -410,6 +410,16 @@ def test_a_call_waiting_for_a_person_does_not_hold_the_channel(agent, standin):
     assert texts(standin) == ["step 1", "while someone decides"]
 
 
+def test_a_call_stuck_for_minutes_does_not_hold_the_channel(agent, standin):
+    stuck = ToolCall.objects.create(session=agent.session, tool="send_message", status="pending", payload={})
+    ToolCall.objects.filter(id=stuck.id).update(created_at=timezone.now() - timezone.timedelta(minutes=10))
+    try:
+        agent_reply_post(session=agent.session, text="not held")
+        posted(standin)
+    finally:
+        ToolCall.objects.filter(id=stuck.id).update(status="failed")
+
+
 def test_a_post_enqueued_while_the_drainer_releases_the_lane_is_still_sent(agent, standin, monkeypatch):
     thread = agent.session.thread
     monkeypatch.setattr(outbox, "queue_on_commit", lambda *args: None)  # no drain comes with a new post
