@@ -37,6 +37,13 @@ class ApprovalRefused(Exception):
     """A decision that changes nothing; the text says why (not allowed, already decided, expired)."""
 
 
+class ApprovedArgumentsChanged(ChatPermanentError):
+    """The call's arguments are no longer those its card showed: nothing is applied."""
+
+
+CHANGED = "its arguments changed after the card showed them, so nothing was applied"
+
+
 def _card_post_later(approval_id: int) -> None:
     from approvals.tasks import post_approval_card
 
@@ -165,7 +172,8 @@ def approval_decide(*, approval_id: int, member, approve: bool, via: str) -> str
         target = S.APPROVED if approve else S.DENIED
         if PendingApproval.transition(approval.id, source=S.PENDING, target=target, decided_by=member, decided_via=via):
             approval.refresh_from_db()
-            _decided(approval, member=member, approve=approve)
+            if not _decided(approval, member=member, approve=approve):
+                return f"Approved: {approval.summary}, but {CHANGED}. The agent is told."
             verb = "Approved" if approve else "Denied"
             return f"{verb}: {approval.summary}" + (". Applying it now." if approve else ". The agent is told.")
     # Changed nothing: someone decided first, or it expired (the sweep may not have run yet).
@@ -176,20 +184,27 @@ def approval_decide(*, approval_id: int, member, approve: bool, via: str) -> str
     raise ApprovalRefused(_already(approval))
 
 
-def _decided(approval: PendingApproval, *, member, approve: bool) -> None:
+def _decided(approval: PendingApproval, *, member, approve: bool) -> bool:
+    """The gated call follows the decision; False when an approved call's arguments are no
+    longer what the card showed (it then fails, applying nothing)."""
     if approve:
-        moved = ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL).update(
-            status=ToolCall.Status.PENDING
-        )
-        if moved:
+        waiting = ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL)
+        # Only the arguments the card showed go to the worker: what is approved is what runs.
+        if waiting.filter(arguments=approval.details).update(status=ToolCall.Status.PENDING):
             call_id = approval.tool_call_id
             transaction.on_commit(lambda: publish_effect(call_id))
+        elif waiting.update(status=ToolCall.Status.FAILED, error=CHANGED, finished_at=timezone.now()):
+            PendingApproval.transition(approval.id, source=S.APPROVED, target=S.FAILED)
+            _tell_agent(approval, f"Your request {_named(approval)} was approved by {member}, but {CHANGED}.")
+            _card_refresh_later(approval.id)
+            return False
     else:
         ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL).update(
             status=ToolCall.Status.DENIED, error=f"denied by {member}", finished_at=timezone.now()
         )
         _tell_agent(approval, f"Your request {_named(approval)} was denied by {member}. Nothing was changed.")
     _card_refresh_later(approval.id)
+    return True
 
 
 def approval_decision_pressed(*, thread, member, target_id: int, value: str, via: str) -> str:
@@ -207,6 +222,22 @@ def approval_decision_pressed(*, thread, member, target_id: int, value: str, via
 
 
 # Apply (called by tools.effects in the worker)
+
+
+def approved_arguments(call: ToolCall) -> dict:
+    """What an effect applies: the arguments a person approved (the card showed them), or the
+    call's own when no approval gates it. A call whose arguments no longer match is refused."""
+    try:
+        approval = call.approval
+    except PendingApproval.DoesNotExist:
+        return call.arguments
+    if approval.status != S.APPROVED:
+        raise ApprovedArgumentsChanged(
+            f"approval {approval.id} is {approval.status}, not approved: nothing was applied"
+        )
+    if call.arguments != approval.details:
+        raise ApprovedArgumentsChanged(CHANGED)
+    return approval.details
 
 
 def approval_after_apply(*, tool_call_id: int, error: str | None) -> bool:

@@ -3,7 +3,8 @@
 Each checks its arguments (every problem listed), asks approvals.policy whether a person
 must approve, and either opens an approval (the call waits with the exact arguments that
 will run) or applies at once. The effects, run by the worker after an approval (or in the
-call when policy lets it run), check the arguments again: the gate is host-side, and
+call when policy lets it run), apply the arguments the approval recorded (refusing a call
+whose own arguments no longer match them) and check them again: the gate is host-side, and
 something may have changed while the request waited.
 """
 
@@ -13,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.policy import approval_needed
-from approvals.services import approval_request
+from approvals.services import approval_request, approved_arguments
 from calvin.chat import ChatPermanentError
 from calvin.workspaces.models import Agent, Destination, Workspace, destination_name_normalise
 from calvin.workspaces.services import agent_create
@@ -155,7 +156,8 @@ def agent_create_request(*, caller: Caller, name: str, instructions: str | None 
 def create_agent_effect(call: ToolCall) -> dict:
     creator = Agent.objects.select_related("workspace").get(id=call.payload["agent_id"])
     Workspace.objects.select_for_update().filter(id=creator.workspace_id).first()  # one name check at a time
-    name, instructions = call.arguments["name"], call.arguments["instructions"]
+    arguments = approved_arguments(call)
+    name, instructions = arguments["name"], arguments["instructions"]
     problems = agent_name_problems(workspace_id=creator.workspace_id, creator=creator, name=name)
     if problems:
         raise EffectRefused("; ".join(problems))
@@ -219,7 +221,8 @@ def packages_install_request(
 
 
 def install_packages_effect(call: ToolCall) -> dict:
-    apt, npm = call.arguments["apt"], call.arguments["npm"]
+    arguments = approved_arguments(call)
+    apt, npm = arguments["apt"], arguments["npm"]
     problems = package_problems(apt, npm)  # again, on the host: never trust the stored row alone
     if problems:
         raise EffectRefused("; ".join(problems))
@@ -338,7 +341,7 @@ def mcp_server_add_request(
 
 def add_mcp_server_effect(call: ToolCall) -> dict:
     agent = Agent.objects.select_for_update().get(id=call.payload["agent_id"])
-    spec = call.arguments
+    spec = approved_arguments(call)
     problems = mcp_server_problems(
         agent=agent, name=spec["name"], command=spec["command"], args=spec["args"], env=spec["env"]
     )
