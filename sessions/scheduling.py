@@ -6,6 +6,9 @@ SKIP LOCKED, so two hosts never take the same session, and takes every queued tu
 session at once, in order: messages that arrived during a turn reach the next one together.
 """
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.utils import timezone
@@ -30,13 +33,21 @@ def _running_sessions(**filters) -> int:
     return Turn.objects.filter(status=Turn.Status.RUNNING, **filters).values("session_id").distinct().count()
 
 
+def _host_gone() -> Q:
+    """A session's host that no longer lives (its heartbeat lapsed; revoking clears it too):
+    the session is not its own any more, or an idle session would wait for it forever. Here
+    it starts a new runner generation (runner_start revokes the old host's)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.CALVIN_HOST_LAPSE_SECONDS)
+    return Q(host__last_heartbeat_at__isnull=True) | Q(host__last_heartbeat_at__lt=cutoff)
+
+
 def _candidates(host: Host, limit: int) -> list[Session]:
     queued = Turn.objects.filter(session=OuterRef("pk"), status=Turn.Status.QUEUED)
     running = Turn.objects.filter(session=OuterRef("pk"), status=Turn.Status.RUNNING)
     sessions = (
         Session.objects.annotate(first_queued=Subquery(queued.order_by("id").values("id")[:1]))
         .filter(Exists(queued), ~Exists(running))
-        .filter(Q(host__isnull=True) | Q(host=host))
+        .filter(Q(host__isnull=True) | Q(host=host) | _host_gone())
         .exclude(agent__provider=Agent.Provider.EXTERNAL)  # a person runs that agent, not a host
     )
     if host.workspace_id:

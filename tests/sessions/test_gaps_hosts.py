@@ -192,3 +192,37 @@ def test_a_stop_its_frozen_host_never_heard_is_not_undone_when_the_host_lapses(h
         assert agent_texts(session) == []
     finally:
         frozen.kill()
+
+
+# An idle session whose host went away
+
+
+def test_an_idle_session_whose_host_lapsed_runs_on_another_host(workspace):
+    home, other = _host_row("home"), _host_row("other")
+    session = new_session(workspace)
+    say(session, "first")
+    assert [t["session"] for t in turns_claim(host_id=home.id)] == [session.id]
+    Turn.objects.filter(session=session).update(status=Turn.Status.DONE)
+    Session.objects.filter(id=session.id).update(status=Session.Status.IDLE)
+    say(session, "second")
+    assert turns_claim(host_id=other.id) == []  # its host lives: it waits for it
+    Host.objects.filter(id=home.id).update(last_heartbeat_at=timezone.now() - timezone.timedelta(minutes=5))
+    # Lapsed, before any sweep has seen it (a sweep clears its heartbeat: the revoke test below).
+    assert [t["session"] for t in turns_claim(host_id=other.id)] == [session.id]
+    runners = list(Runner.objects.filter(session=session).order_by("generation"))
+    assert [(r.host, r.revoked_at is None) for r in runners] == [("home", False), ("other", True)]
+    session.refresh_from_db()
+    assert session.host_id == other.id
+
+
+def test_an_idle_session_whose_host_was_revoked_runs_on_another_host(workspace):
+    from sessions.hosts import host_revoke
+
+    home, other = _host_row("home"), _host_row("other")
+    session = new_session(workspace)
+    say(session, "first")
+    assert len(turns_claim(host_id=home.id)) == 1
+    Turn.objects.filter(session=session).update(status=Turn.Status.DONE)
+    say(session, "second")
+    assert host_revoke(host_id=home.id)
+    assert [t["session"] for t in turns_claim(host_id=other.id)] == [session.id]
