@@ -226,3 +226,19 @@ def test_an_idle_session_whose_host_was_revoked_runs_on_another_host(workspace):
     say(session, "second")
     assert host_revoke(host_id=home.id)
     assert [t["session"] for t in turns_claim(host_id=other.id)] == [session.id]
+
+
+def test_a_running_turn_stopped_from_the_admin_says_who_stopped_it(workspace, admin_client):
+    from sessions.turns import turn_finish
+
+    host = _host_row("live")
+    session = new_session(workspace)
+    say(session, "work")
+    [turn] = turns_claim(host_id=host.id)
+    response = admin_client.post(
+        "/admin/agent_sessions/session/", {"action": "stop", "_selected_action": [session.id]}, follow=True
+    )
+    assert f"Session {session.id}: stopping." in response.content.decode()
+    assert turn_finish(host_id=host.id, turn_id=turn["turn"], status="stopped")  # the host's report
+    assert Turn.objects.get(session=session).error == "stopped from the admin by admin"
+    assert system_texts(session) == ["Stopped (stopped from the admin by admin)."]
