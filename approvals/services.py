@@ -20,6 +20,7 @@ from calvin.celery import queue_on_commit
 from calvin.chat import ChatPermanentError
 from calvin.workspaces.models import Workspace
 from secrets_vault.scanner import SecretScanner
+from secrets_vault.services import session_text_redacted
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.models import ToolCall
@@ -329,7 +330,10 @@ def approval_card_post(*, approval_id: int) -> dict:
     except ChatPermanentError as exc:
         # Retrying will not help; people can still decide in the admin. Stored, so the sweep stops trying.
         log.warning("approval %s: its card cannot be posted: %s", approval.id, exc)
-        ids = {"error": str(exc)[:500]}
+        error = session_text_redacted(
+            session_id=approval.session_id, workspace_id=approval.session.workspace_id, text=str(exc)
+        )
+        ids = {"error": error[:500]}
     PendingApproval.objects.filter(id=approval.id).update(card_platform_ids=ids)
     return ids
 

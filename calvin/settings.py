@@ -307,8 +307,6 @@ CALVIN_SESSIONS_TMP_DIR = Path(env("CALVIN_SESSIONS_TMP_DIR", default=str(VAR_DI
 CALVIN_SECRET_FILES_DIR = Path(env("CALVIN_SECRET_FILES_DIR", default=str(VAR_DIR / "secret-files")))
 # Refused tool calls a runner may make per minute before its calls are paused (cheap to
 # refuse, but a refused send_file still costs a walk and maybe a copy).
-# Each agent's persistent workspace directory (NanoClaw's groups/<name>/) lives under here.
-CALVIN_AGENTS_DIR = Path(env("CALVIN_AGENTS_DIR", default=str(VAR_DIR / "agents")))
 CALVIN_REFUSALS_PER_MINUTE = env.int("CALVIN_REFUSALS_PER_MINUTE", default=30)
 # How long approval_prompt waits for a person to decide a Claude Code permission prompt; then the
 # approval expires (sooner when the workspace's approval timeout is shorter) and Claude Code is told so.

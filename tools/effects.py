@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from approvals.services import approved_arguments
 from calvin.chat import ChatPermanentError, ChatTemporaryError, chat_adapter_for
 from calvin.chat.base import ThreadTarget
 from tools.models import ToolCall
@@ -98,9 +99,10 @@ def post_thread_effect(call: ToolCall) -> dict:
     """The reply where the call (and its approval card) said, with the text it showed: the
     target and the post are the arguments a person approved. Its adapter's post_reply finds a
     retry's earlier post itself, as the target is not the session's thread."""
-    target = ThreadTarget(**call.arguments["target"])
+    arguments = approved_arguments(call)
+    target = ThreadTarget(**arguments["target"])
     return chat_adapter_for(target).post_reply(
-        target=target, text=call.arguments["post"], tool_call_id=call.id, sender_agent_id=call.session.agent_id
+        target=target, text=arguments["post"], tool_call_id=call.id, sender_agent_id=call.session.agent_id
     )
 
 

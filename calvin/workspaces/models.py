@@ -213,7 +213,8 @@ class Agent(models.Model):
     # command: the argv (a JSON list, never a shell line); script: the calls, as JSON text.
     provider_command = models.JSONField(default=list, blank=True)
     provider_script = models.TextField(blank=True, default="")
-    # The agent's own persistent workspace directory on its host (NanoClaw's groups/<name>/).
+    # The agent's own persistent workspace directory (NanoClaw's groups/<name>/), relative to
+    # the state directory of each host that runs its sessions.
     directory = models.CharField(max_length=500, blank=True, default="")
     created_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="created_agents"

@@ -2,9 +2,7 @@
 
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
@@ -28,18 +26,19 @@ YOUR_AGENT_NAME = "your-own-agent"
 
 
 def agent_directory_for(agent_id: int) -> str:
-    return str(Path(settings.CALVIN_AGENTS_DIR) / f"agent-{agent_id}")
+    """Where the agent's own directory is, relative to each host's state directory: it lives
+    on the hosts that run its sessions (sessions/host/daemon.py makes it), never on the gateway."""
+    return f"agents/agent-{agent_id}/workspace"
 
 
 @transaction.atomic
 def agent_create(*, workspace: Workspace, name: str, instructions: str = "", created_by: Agent | None = None, **config):
-    """An agent with its own workspace directory."""
+    """An agent with its own workspace directory (made on a host when a session needs it)."""
     agent = Agent.objects.create(
         workspace=workspace, name=name, instructions=instructions, created_by=created_by, **config
     )
     agent.directory = agent_directory_for(agent.id)
     agent.save(update_fields=["directory"])
-    Path(agent.directory).mkdir(parents=True, exist_ok=True)
     return agent
 
 

@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from calvin.workspaces.models import Repository
+from secrets_vault.services import secret_set
 from tests.conftest import text_of
 from tests.support.git_repos import Upstream, git
 from tests.support.refusals import refusal
@@ -190,3 +191,18 @@ def test_a_clone_killed_by_its_timeout_leaves_nothing(agent, settings, silent_gi
     assert not (agent.directory / "stuck").exists()
     cache = cache_of(agent.session.workspace_id)
     assert not cache.exists() or not [p for p in cache.iterdir() if not p.name.endswith(".lock")]
+
+
+def test_the_hosts_git_error_is_stored_without_a_secret_it_quotes(agent, tmp_path):
+    """git's own words (here: the clone URL it could not read) are stored and told redacted:
+    they were made on the host, where no outbound check saw them."""
+    value = "pathtoken-5ecret-77"
+    secret_set(session=agent.session, name="DEPLOY_TOKEN", value=value)
+    missing = tmp_path / f"gone-{value}.git"
+    Repository.objects.create(
+        workspace=agent.session.workspace, name="lost", full_name="acme/lost", clone_url=missing.as_uri()
+    )
+    text = text_of(checkout(agent, ["lost"]))
+    call = ToolCall.objects.get(session=agent.session, tool="checkout_repo")
+    assert call.status == ToolCall.Status.FAILED and "gone-" in call.error, call.error
+    assert value not in call.error and value not in text

@@ -3,7 +3,6 @@ real approval: the card in the thread, a press by the session's owner in the web
 the worker applying it, and the agent told the outcome."""
 
 import asyncio
-from pathlib import Path
 
 import pytest
 from mcp.client import Client
@@ -154,8 +153,11 @@ def test_at_least_one_package(agent, arguments):
 
 def test_names_are_checked_again_when_applied(agent, owner):
     approval = requested(agent, "install_packages", {"apt": ["jq"]})
-    # As if the stored row had been changed after the call: the host checks again.
-    ToolCall.objects.filter(id=approval.tool_call_id).update(arguments={"apt": ["jq; reboot"], "npm": [], "reason": ""})
+    # As if both stored rows (the call and what the card showed) had been changed after the
+    # call: the names are checked again when applied.
+    bad = {"apt": ["jq; reboot"], "npm": [], "reason": ""}
+    ToolCall.objects.filter(id=approval.tool_call_id).update(arguments=bad)
+    PendingApproval.objects.filter(id=approval.id).update(details=bad)
     approve(owner, approval)
     failed(approval)
     assert own_agent(agent).apt_packages == []
@@ -273,7 +275,7 @@ def test_create_agent_is_gated_for_group_scope_and_wires_both_destinations(agent
     applied(approval)
     child = Agent.objects.get(workspace=creator.workspace, name="research-bot")
     assert child.created_by_id == creator.id and child.instructions == "You dig.\nDeeply."
-    assert Path(child.directory).is_dir() and child.directory != creator.directory
+    assert child.directory == f"agents/agent-{child.id}/workspace" != creator.directory  # on its hosts
     assert Destination.objects.get(agent=creator, name="research-bot").target_agent_id == child.id
     assert Destination.objects.get(agent=child, name="parent").target_agent_id == creator.id
     assert "'research-bot'" in told(agent, "applied")

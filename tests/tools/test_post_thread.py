@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from approvals.models import PendingApproval
-from approvals.services import approval_decide
+from approvals.services import CHANGED, approval_decide
 from calvin.chat.links import thread_url
 from calvin.workspaces.models import Member
 from secrets_vault.services import secret_set
@@ -23,7 +23,7 @@ from tests.approvals.support import (  # noqa: F401  (_worker_idle_afterwards: a
     pressing,
 )
 from tests.conftest import text_of, wait_for
-from tools.effects import post_thread_effect
+from tools.effects import post_thread_effect, tool_call_apply
 from tools.models import ToolCall
 from tools.tasks import apply_tool_call
 
@@ -256,3 +256,18 @@ def test_the_effect_posts_once_however_often_it_runs(bypass, target):
     call.attempts = 2  # a retry after a worker died: the adapter finds its post
     assert post_thread_effect(call)["message_id"] == int(answer["message_id"])
     assert len(in_target(target)) == 1
+
+
+def test_a_post_changed_after_its_approval_is_not_posted(agent, target):
+    """What is approved is what runs: the worker posts the text the card showed or nothing."""
+    future = in_background(agent, {"url": thread_url(target.id), "text": "hello"})
+    approval = asked(agent)
+    assert PendingApproval.transition(approval.id, source="pending", target="approved", decided_via="web")
+    call = ToolCall.objects.get(id=approval.tool_call_id)
+    changed = {**call.arguments, "post": "something nobody approved"}
+    ToolCall.objects.filter(id=call.id).update(status=ToolCall.Status.APPLYING, arguments=changed)
+    tool_call_apply(tool_call_id=call.id)
+    call.refresh_from_db()
+    assert call.status == ToolCall.Status.FAILED and call.error == CHANGED
+    assert not in_target(target)
+    assert answer_of(future)["status"] == "failed"

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from calvin.workspaces.models import Repository
+from secrets_vault.services import session_text_redacted
 from sessions.models import Session
 from sessions.services import session_branch_for
 from tools.availability import NO_DEFINITION, definition_needed, host_has_definition
@@ -87,6 +88,8 @@ def checkout_record(*, caller: Caller, repos: list[str], result: dict | None, er
         secrets=secret_scanner_for(caller),
         status=ToolCall.Status.FAILED if error else ToolCall.Status.APPLIED,
     )
+    if error:  # the host's git text, which no outbound check has seen
+        error = session_text_redacted(session_id=caller.session_id, workspace_id=caller.workspace_id, text=error)
     ToolCall.objects.filter(id=call.id).update(result=result, error=error, finished_at=timezone.now())
     return call
 

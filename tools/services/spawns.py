@@ -21,6 +21,7 @@ from calvin.chat import chat_adapter_for
 from calvin.chat.base import ChatPermanentError, NewThread
 from calvin.chat.links import thread_url
 from calvin.workspaces.models import Repository
+from secrets_vault.services import session_text_redacted
 from sessions.models import Message, Session, Thread
 from sessions.services import inbox_post, session_start, system_notice_post
 from tools.caller import Caller
@@ -183,8 +184,9 @@ def spawn_settle_if_made(*, tool_call_id: int, withdraw: bool = False) -> dict |
         )
     except ChatPermanentError as exc:
         # The call did nothing: failed, once (Slack's outbox may have failed it already, telling the agent).
+        error = session_text_redacted(session_id=call.session_id, workspace_id=call.session.workspace_id, text=str(exc))
         ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLIED).update(
-            status=ToolCall.Status.FAILED, error=str(exc), finished_at=timezone.now()
+            status=ToolCall.Status.FAILED, error=error, finished_at=timezone.now()
         )
         raise ToolRefused(f"no thread was spawned: {exc}") from None
     return None if where is None else spawn_settle(tool_call_id=call.id, where=where)
