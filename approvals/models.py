@@ -17,6 +17,8 @@ class PendingApproval(models.Model):
     TRANSITIONS = {
         Status.PENDING: {Status.APPROVED, Status.DENIED, Status.EXPIRED},
         Status.APPROVED: {Status.APPLIED, Status.FAILED},
+        # A chat platform refused for good what the applied effect had queued (a Slack post).
+        Status.APPLIED: {Status.FAILED},
     }
 
     class Via(models.TextChoices):

@@ -242,13 +242,15 @@ def approved_arguments(call: ToolCall) -> dict:
 
 
 def approval_after_apply(*, tool_call_id: int, error: str | None) -> bool:
-    """Called when a tool call's effect applied (error None) or failed. True when the call was
-    an approved request: its approval then records the outcome and tells the agent."""
+    """Called when a tool call's effect applied (error None) or failed, also after it applied
+    (what it queued was finally refused). True when the call was an approved request: its
+    approval then records the outcome and tells the agent."""
     approval = PendingApproval.objects.select_related("session", "decided_by").filter(tool_call_id=tool_call_id).first()
     if approval is None:
         return False
     target = S.APPLIED if error is None else S.FAILED
-    if PendingApproval.transition(approval.id, source=S.APPROVED, target=target):
+    sources = (S.APPROVED,) if error is None else (S.APPROVED, S.APPLIED)
+    if any(PendingApproval.transition(approval.id, source=source, target=target) for source in sources):
         who = approval.decided_by or "someone"
         if error is None:
             outcome = ToolCall.objects.values_list("result", flat=True).get(id=tool_call_id) or {}

@@ -43,6 +43,16 @@ def test_applied_only_after_approved_and_only_once(approval):
 
 
 @pytest.mark.django_db
+def test_an_applied_one_fails_once_when_its_delivery_finally_fails(approval):
+    PendingApproval.transition(approval.id, source=S.PENDING, target=S.APPROVED)
+    PendingApproval.transition(approval.id, source=S.APPROVED, target=S.APPLIED)
+    assert PendingApproval.transition(approval.id, source=S.APPLIED, target=S.FAILED)
+    assert not PendingApproval.transition(approval.id, source=S.APPLIED, target=S.FAILED)
+    with pytest.raises(ValueError):
+        PendingApproval.transition(approval.id, source=S.FAILED, target=S.APPLIED)
+
+
+@pytest.mark.django_db
 def test_impossible_transitions_are_programming_errors(approval):
     with pytest.raises(ValueError):
         PendingApproval.transition(approval.id, source=S.DENIED, target=S.APPROVED)

@@ -294,6 +294,7 @@ def tool_call_delivery_fail(*, tool_call_id: int, error: str) -> bool:
     the agent told in its inbox. Once per call, whatever number of its posts failed. An
     approved call's approval fails too (its card and the agent say so), through the approvals
     engine's after-apply path, as when the effect itself fails."""
+    from approvals.models import PendingApproval
     from approvals.services import ANSWERED_IN_CALL, approval_after_apply
     from sessions.services import inbox_post
     from tools.models import ToolCall
@@ -304,33 +305,11 @@ def tool_call_delivery_fail(*, tool_call_id: int, error: str) -> bool:
     if not changed:
         return False
     call = ToolCall.objects.select_related("session").get(id=tool_call_id)
-    kind = _approval_reopen(tool_call_id=call.id)
+    kind = PendingApproval.objects.filter(tool_call_id=call.id).values_list("kind", flat=True).first()
     if approval_after_apply(tool_call_id=call.id, error=error) and kind not in ANSWERED_IN_CALL:
         return True  # the approval told the agent, in its own words
     inbox_post(session=call.session, text=f"{call.tool} (call {call.id}) was not delivered to Slack: {error}")
     return True
-
-
-def _approval_reopen(*, tool_call_id: int) -> str | None:
-    """The call's approval back from "applied" to "approved" (its kind; None without one).
-
-    The effect counted as applied once its posts were queued, so the engine recorded the
-    approval applied; approval_after_apply takes only an approved one to "failed" (the model
-    has no applied -> failed transition). Locked and changed in the caller's transaction, so
-    nobody sees it "approved" again."""
-    from approvals.models import PendingApproval
-
-    approval = (
-        PendingApproval.objects.select_for_update()
-        .filter(tool_call_id=tool_call_id)
-        .values("id", "kind", "status")
-        .first()
-    )
-    if approval is None:
-        return None
-    if approval["status"] == PendingApproval.Status.APPLIED:
-        PendingApproval.objects.filter(id=approval["id"]).update(status=PendingApproval.Status.APPROVED)
-    return approval["kind"]
 
 
 # -- the sweep
