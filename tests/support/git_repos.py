@@ -1,7 +1,10 @@
 """Real git repositories for the tests: a bare upstream on disk and a way to push to it."""
 
+import contextlib
 import os
+import socket
 import subprocess
+import threading
 from pathlib import Path
 
 GIT_ENV = {
@@ -50,3 +53,32 @@ class Upstream:
     @property
     def head(self) -> str:
         return git("rev-parse", self.branch, cwd=self.bare)
+
+
+@contextlib.contextmanager
+def git_server_that_never_answers():
+    """A git:// server that accepts connections and never answers: a clone hangs on it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"git://127.0.0.1:{listener.getsockname()[1]}/stuck.git"
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()

@@ -7,8 +7,6 @@ git code itself; tests/sessions/test_repositories_on_hosts.py does the same thro
 
 import asyncio
 import shutil
-import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ from django.conf import settings as django_settings
 from calvin.workspaces.models import Repository
 from secrets_vault.services import secret_set
 from tests.conftest import text_of
-from tests.support.git_repos import Upstream, git
+from tests.support.git_repos import Upstream, git, git_server_that_never_answers
 from tests.support.refusals import refusal
 from tools.models import ToolCall
 from tools.services.git_work import GATEWAY_STATE
@@ -156,29 +154,8 @@ def test_a_hostile_clone_url_that_slipped_past_the_definition_is_refused_by_the_
 
 @pytest.fixture
 def silent_git_server():
-    """A git:// server that accepts connections and never answers: a clone hangs on it."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    held = []
-    stop = threading.Event()
-
-    def accept():
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"git://127.0.0.1:{listener.getsockname()[1]}/stuck.git"
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    listener.close()
+    with git_server_that_never_answers() as url:
+        yield url
 
 
 def test_a_clone_killed_by_its_timeout_leaves_nothing(agent, settings, silent_git_server):

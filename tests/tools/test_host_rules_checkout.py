@@ -4,8 +4,6 @@ refusals come back to the agent over /mcp. (tests/tools/test_checkout_repo.py ch
 rules for sessions without a host, whose git work the gateway does itself.)"""
 
 import asyncio
-import socket
-import threading
 
 import pytest
 
@@ -14,7 +12,7 @@ from sessions.services import runner_start
 from tests.conftest import Agent, text_of, wait_for
 from tests.sessions.host_processes import agent_texts, scripted, wait_connected
 from tests.sessions.test_hosts import new_session, say
-from tests.support.git_repos import Upstream
+from tests.support.git_repos import Upstream, git_server_that_never_answers
 from tools.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -56,29 +54,8 @@ def cache_entries(host, workspace_id: int) -> list[str]:
 
 @pytest.fixture
 def silent_git_server():
-    """A git:// server that accepts connections and never answers: a clone hangs on it."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    held = []
-    stop = threading.Event()
-
-    def accept():
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"git://127.0.0.1:{listener.getsockname()[1]}/stuck.git"
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    listener.close()
+    with git_server_that_never_answers() as url:
+        yield url
 
 
 def test_a_clone_the_host_kills_at_its_timeout_leaves_nothing_there(
