@@ -162,6 +162,7 @@ def test_nul_in_path_is_refused(agent):
 
 
 def test_more_than_100_mib_is_refused_and_exactly_100_mib_is_sent(agent):
+    assert MAX_FILE_BYTES == 100 * 1024 * 1024  # seed 000's number, pinned here and not read from the code
     big = agent.directory / "big.bin"
     with open(big, "wb") as handle:
         handle.truncate(MAX_FILE_BYTES + 1)  # sparse: no 100 MiB written to disk
