@@ -35,16 +35,22 @@ def _host_row(name: str) -> Host:
     return Host.objects.get(id=host.id)
 
 
+def turn_running(hosts, workspace, name: str, *, seconds: int):
+    """A session whose turn (a sleep, then a reply) is running on a new host called `name`."""
+    session = new_session(workspace)
+    scripted(session.agent, [{"sleep": seconds}, {"reply": "finished {prompt}"}])
+    host = hosts(name)
+    wait_connected(host)
+    say(session, "work")
+    wait_for(lambda: _running(session), timeout=20)
+    return session, host
+
+
 # A host deleted in the admin
 
 
 def test_a_host_deleted_in_the_admin_mid_turn_its_turn_runs_on_another_host(hosts, workspace, admin_client):
-    session = new_session(workspace)
-    scripted(session.agent, [{"sleep": 3}, {"reply": "finished {prompt}"}])
-    doomed = hosts("doomed")
-    wait_connected(doomed)
-    say(session, "work")
-    wait_for(lambda: _running(session), timeout=20)
+    session, doomed = turn_running(hosts, workspace, "doomed", seconds=3)
     response = admin_client.post(f"/admin/agent_sessions/host/{doomed.host.id}/delete/", {"post": "yes"})
     assert response.status_code == 302
     assert not Host.objects.filter(id=doomed.host.id).exists()
@@ -143,12 +149,7 @@ def test_a_turn_within_its_bound_is_left_to_its_host(workspace, settings):
 
 
 def test_stop_with_its_host_gone_stops_at_once_and_the_agent_never_runs_again(hosts, workspace, client):
-    session = new_session(workspace)
-    scripted(session.agent, [{"sleep": 4}, {"reply": "finished {prompt}"}])
-    doomed = hosts("doomed")
-    wait_connected(doomed)
-    say(session, "work")
-    wait_for(lambda: _running(session), timeout=20)
+    session, doomed = turn_running(hosts, workspace, "doomed", seconds=4)
     doomed.kill()
     wait_for(lambda: Host.objects.get(id=doomed.host.id).channel_name == "", timeout=10)
     client.force_login(session.owner.user)
@@ -168,12 +169,7 @@ def test_stop_with_its_host_gone_stops_at_once_and_the_agent_never_runs_again(ho
 
 
 def test_a_stop_its_frozen_host_never_heard_is_not_undone_when_the_host_lapses(hosts, workspace, client):
-    session = new_session(workspace)
-    scripted(session.agent, [{"sleep": 5}, {"reply": "finished {prompt}"}])
-    frozen = hosts("frozen")
-    wait_connected(frozen)
-    say(session, "work")
-    wait_for(lambda: _running(session), timeout=20)
+    session, frozen = turn_running(hosts, workspace, "frozen", seconds=5)
     frozen.process.send_signal(signal.SIGSTOP)  # connected, and deaf: the stop goes nowhere
     try:
         client.force_login(session.owner.user)
