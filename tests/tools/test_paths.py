@@ -5,6 +5,7 @@ mutation tester runs them once per mutant).
 """
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,92 @@ def test_other_errors_of_a_step_are_named(tree, monkeypatch):
 def test_an_error_without_a_description_still_says_something(tree, monkeypatch):
     _failing_open(monkeypatch, lambda p: p == "sub", OSError("stale handle"))
     assert refusal(tree, "sub/deep/f.txt") == "cannot open sub/deep/f.txt: stale handle"
+
+
+HARD_LINK = "is a hard link to a file that may lie outside the session directory"
+
+
+def test_a_hard_link_to_a_file_outside_is_refused(tree):
+    session, temp, outside = tree
+    os.link(outside / "secret.txt", session / "hv")
+    os.link(outside / "secret.txt", temp / "hv.log")
+    assert refusal(tree, "hv") == f"hv {HARD_LINK}"
+    assert refusal(tree, str(temp / "hv.log")) == f"{temp / 'hv.log'} {HARD_LINK}"
+
+
+def test_a_file_linked_twice_inside_is_refused_by_either_name(tree):
+    session, _, _ = tree
+    os.link(session / "top.txt", session / "sub" / "again.txt")
+    assert refusal(tree, "top.txt") == f"top.txt {HARD_LINK}"
+    assert refusal(tree, "sub/again.txt") == f"sub/again.txt {HARD_LINK}"
+
+
+def test_a_symlink_to_a_hard_link_is_judged_by_the_file_it_reaches(tree):
+    """The link count is the opened inode's, not the symlink's: the name shown is the one asked for."""
+    session, _, outside = tree
+    os.link(outside / "secret.txt", session / "hv")
+    (session / "innocent").symlink_to("hv")
+    assert refusal(tree, "innocent") == f"innocent {HARD_LINK}"
+
+
+def test_a_file_whose_other_name_is_gone_is_ordinary_again(tree):
+    session, _, _ = tree
+    os.link(session / "top.txt", session / "copy.txt")
+    os.unlink(session / "top.txt")
+    assert read(tree, "copy.txt") == ("top", "copy.txt")
+
+
+def _on_regular_fstats(monkeypatch, *actions):
+    """os.fstat that runs actions[n] around the n-th fstat of a regular file: before it
+    (the name changes between the open and that fstat), and returns what it saw."""
+    real_fstat, seen = os.fstat, []
+
+    def fstat(fd):
+        if stat.S_ISREG(real_fstat(fd).st_mode) and len(seen) < len(actions):
+            actions[len(seen)]()
+            seen.append(real_fstat(fd).st_nlink)
+            return real_fstat(fd)
+        return real_fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", fstat)
+    return seen
+
+
+def test_an_inside_name_removed_after_the_open_is_refused(tree, monkeypatch):
+    """hv is opened while it and the outside name both exist; hv is removed before the fstat,
+    so the inode has one link, the outside one: the name check after the fstat refuses it."""
+    session, _, outside = tree
+    os.link(outside / "secret.txt", session / "hv")
+    seen = _on_regular_fstats(monkeypatch, lambda: os.unlink(session / "hv"))
+    assert refusal(tree, "hv") == "cannot open hv: it changed while it was opened"
+    assert seen == [1]
+
+
+def test_an_inside_name_replaced_by_another_file_after_the_open_is_refused(tree, monkeypatch):
+    session, _, outside = tree
+    os.link(outside / "secret.txt", session / "hv")
+
+    def replace():
+        os.unlink(session / "hv")
+        (session / "hv").write_text("a new file, one link")
+
+    _on_regular_fstats(monkeypatch, replace)
+    assert refusal(tree, "hv") == "cannot open hv: it changed while it was opened"
+
+
+def test_an_inside_name_removed_and_linked_again_is_refused(tree, monkeypatch):
+    """Removed before the walk's fstat, linked again after the judge's: both fstats say one
+    link, the stat of the name after them sees two."""
+    session, _, outside = tree
+    os.link(outside / "secret.txt", session / "hv")
+    seen = _on_regular_fstats(monkeypatch, lambda: os.unlink(session / "hv"), lambda: None)
+    real_stat = os.stat
+
+    def stat_after_relink(path, *args, **kwargs):
+        if path == "hv" and not (session / "hv").exists():
+            os.link(outside / "secret.txt", session / "hv")
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat_after_relink)
+    assert refusal(tree, "hv") == f"hv {HARD_LINK}"
+    assert seen == [1, 1]

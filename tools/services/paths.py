@@ -6,7 +6,9 @@ the resolution. It starts from a descriptor of the root and opens one component 
 time, relative to the descriptor of the directory before it, never following a symlink
 by name. A symlink is read and its target walked the same way, so one that stays inside
 the roots still works. `..` pops the walk's own stack of descriptors, so it can never
-climb above the root. The result is judged by `fstat` on the opened descriptor.
+climb above the root. The result is judged by `fstat` on the opened descriptor: a regular
+file, whose name in the directory the walk holds is still that inode and its only link (a
+hard link's other name could be outside every root).
 
 Pure `os` calls and no Django: a host daemon can run the same walk on its own machine.
 """
@@ -104,8 +106,8 @@ class _Walk:
 def open_beneath(path: str, *, roots: Sequence[str], base: str) -> OpenedFile:
     """Open `path` (absolute, or relative to `base`, which is one of `roots`) for reading.
 
-    Refuses, with a reason, anything that leaves the roots at any step, is missing, or is
-    not a regular file.
+    Refuses, with a reason, anything that leaves the roots at any step, is missing, is not a
+    regular file, or has more than one hard link.
     """
     if "\x00" in path:
         raise PathRefused("the path contains a NUL character")
@@ -144,21 +146,42 @@ def open_beneath(path: str, *, roots: Sequence[str], base: str) -> OpenedFile:
                 os.close(fd)
                 raise PathRefused(f"no file at {path}")  # a file used as a directory
             else:
-                return _judge(fd, part, path)
+                return _judge(fd, walk.stack[-1], part, path)
         raise PathRefused(f"{path} is not a regular file")  # the walk ended on a directory
     finally:
         walk.close()
 
 
-def _judge(path_fd: int, name: str, shown: str) -> OpenedFile:
+def _judge(path_fd: int, dir_fd: int, name: str, shown: str) -> OpenedFile:
     try:
         info = os.fstat(path_fd)
         if not stat.S_ISREG(info.st_mode):
             raise PathRefused(f"{shown} is not a regular file")
+        _refuse_other_names(info, dir_fd, name, shown)
         fd = _open_for_reading(path_fd, shown)
     finally:
         os.close(path_fd)
     return OpenedFile(fd=fd, name=name, size=info.st_size)
+
+
+def _refuse_other_names(info: os.stat_result, dir_fd: int, name: str, shown: str) -> None:
+    """The walk proves only that this name lies beneath the roots; another name of the same
+    inode may lie anywhere (`ln <gateway var>/vault_key hv`) and cannot be told from it, so a
+    regular file with more than one link is refused.
+
+    The count is read with the name, from the directory the walk holds, in one stat, and that
+    stat must be of the inode the descriptor's fstat saw: the count of the fstat alone could be
+    the outside name's, if the inside one was removed between the open and the fstat (and
+    perhaps made again after it).
+    """
+    try:
+        named = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        named = None
+    if named is None or (named.st_dev, named.st_ino) != (info.st_dev, info.st_ino):
+        raise PathRefused(f"cannot open {shown}: it changed while it was opened")
+    if named.st_nlink > 1:
+        raise PathRefused(f"{shown} is a hard link to a file that may lie outside the session directory")
 
 
 def _refusal(exc: OSError, shown: str) -> PathRefused:
