@@ -1,10 +1,14 @@
 """How an agent's process is confined on its host.
 
-With bubblewrap (`bwrap`) the agent sees the system read-only, its own session, temp and
-secrets directories, and nothing of the places that hold other sessions, the host's own
-state or the host user's home (each covered by an empty tmpfs). It keeps the network: it must reach the gateway.
-Where bwrap does not work, the agent still runs with a clean environment, in a process
-group of its own and under resource limits; the host says why there is no sandbox.
+With bubblewrap (`bwrap`) the agent sees the system read-only, its own session and secrets
+directories, its own temp directory at /tmp, /proc of its own processes only, and nothing of
+the places that hold other sessions, the host's own state, logs or the host user's home (each
+covered by an empty tmpfs). It runs as an unprivileged user: a daemon running as root has
+bwrap set up the mounts and the agent's process then drop to CALVIN_AGENT_UID/GID (no
+capabilities, no new privileges), so root-only files stay unreadable; an unprivileged daemon's
+bwrap makes a user namespace in which the agent is uid 1000. Where bwrap does not work, the
+agent still runs with a clean environment, in a process group of its own and under resource
+limits; the host says why there is no sandbox (and refuses to run agents unless allowed).
 """
 
 import os
@@ -19,7 +23,22 @@ REPO = Path(__file__).resolve().parents[2]
 # What the agent's tools run with, shown even where it lies under a hidden place (a home):
 # the code (bin/calvin-send-file, the script agent) and the Python it runs on.
 ALWAYS_SHOWN = (REPO, Path(sys.prefix), Path(sys.base_prefix))
-PROBE_ARGS = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "true"]
+# Inside an unprivileged daemon's user namespace the agent is this uid/gid, never 0.
+SANDBOX_UID = 1000
+# Shared places that hold other people's state: covered whatever the daemon says.
+SYSTEM_PRIVATE = ("/root", "/home", "/run", "/var/log", "/var/mail", "/var/spool", "/var/tmp")
+PROBE_ARGS = [
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--unshare-pid",
+    "--unshare-net",
+    "--die-with-parent",
+]
 OPEN_FILES = 4096
 FILE_SIZE = 8 * 1024**3  # no single file larger than 8 GiB
 # Not RLIMIT_AS: node reserves far more virtual memory than it uses.
@@ -31,21 +50,38 @@ class Sandbox:
     hide: tuple[Path, ...] = ()
     why: str = ""  # why there is no bwrap sandbox, for the host's printout
     bwrap: str = ""
+    # The outside uid/gid the agent drops to (the daemon runs as root); None: no drop, a user
+    # namespace maps the daemon's own uid to SANDBOX_UID.
+    agent_uid: int | None = None
+    agent_gid: int | None = None
+    setpriv: str = ""
 
     @classmethod
-    def probe(cls, hide: list[Path]) -> "Sandbox":
+    def probe(cls, hide: list[Path], *, agent_uid: int = 65534, agent_gid: int = 65534) -> "Sandbox":
+        """bwrap as the agent will use it; `agent_uid`/`agent_gid` apply when this process is root."""
         hidden = tuple(Path(path) for path in hide)
         bwrap = shutil.which("bwrap")
         if not bwrap:
             return cls.none("bubblewrap (bwrap) is not installed", hide=hidden)
+        drop, setpriv = {}, ""
+        if os.geteuid() == 0:
+            if agent_uid <= 0 or agent_gid <= 0:
+                raise ValueError(f"the agent's uid and gid must not be 0 (root): {agent_uid}:{agent_gid}")
+            setpriv = shutil.which("setpriv") or ""
+            if not setpriv:
+                return cls.none("setpriv (util-linux) is not installed: agents would run as root", hide=hidden)
+            drop = {"agent_uid": agent_uid, "agent_gid": agent_gid, "setpriv": setpriv}
+        # A root daemon's bwrap makes no user namespace (the agent drops to its user instead).
+        user = [] if drop else ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+        probe_args = [*PROBE_ARGS, *user, "--", *_drop_argv(setpriv, drop), "true"]
         try:
-            done = subprocess.run([bwrap, *PROBE_ARGS], capture_output=True, text=True, timeout=20)
+            done = subprocess.run([bwrap, *probe_args], capture_output=True, text=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as error:
             return cls.none(f"bwrap could not run: {error}", hide=hidden)
         if done.returncode != 0:
             said = done.stderr.strip()[-300:] or f"exit status {done.returncode}"
             return cls.none(f"bwrap does not work on this host: {said}", hide=hidden)
-        return cls(kind="bwrap", hide=hidden, bwrap=bwrap)
+        return cls(kind="bwrap", hide=hidden, bwrap=bwrap, **drop)
 
     @classmethod
     def none(cls, why: str, *, hide: tuple[Path, ...] = ()) -> "Sandbox":
@@ -69,36 +105,73 @@ class Sandbox:
         if self.kind != "bwrap":
             return list(argv)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        args += _hide_and_reveal([*host_private(), *self.hide], [*ALWAYS_SHOWN, *reveal])
-        for path in (directory, temp_directory):
-            args += ["--bind", str(Path(path).resolve()), os.path.abspath(path)]
+        # /tmp is the session's own temp directory, mounted where the host's /tmp was hidden.
+        args += _hide_and_reveal(
+            [*host_private(), *self.hide], [*ALWAYS_SHOWN, *reveal], tmp=Path(temp_directory).resolve()
+        )
+        args += ["--bind", str(Path(directory).resolve()), os.path.abspath(directory)]
         args += ["--ro-bind", str(Path(secrets_directory).resolve()), os.path.abspath(secrets_directory)]
         for path in home_binds:
             if Path(path).exists():
                 args += ["--bind", str(Path(path).resolve()), os.path.abspath(path)]
+        if self.agent_uid is None:
+            args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-        args += ["--die-with-parent", "--new-session", "--chdir", os.path.abspath(directory), "--", *argv]
-        return args
+        args += ["--die-with-parent", "--new-session", "--chdir", os.path.abspath(directory), "--"]
+        return [*args, *_drop_argv(self.setpriv, {"agent_uid": self.agent_uid, "agent_gid": self.agent_gid}), *argv]
+
+    @property
+    def drops_privileges(self) -> bool:
+        return self.agent_uid is not None
+
+    @property
+    def agent_owner(self) -> tuple[int, int] | None:
+        """Who must own what the agent writes (None: the daemon's own user is fine)."""
+        return (self.agent_uid, self.agent_gid) if self.agent_uid is not None else None
+
+    def give_to_agent(self, *paths: Path) -> None:
+        """Hand the agent's own places to its user (the daemon runs as root); never through a link."""
+        if self.agent_uid is None:
+            return
+        for path in paths:
+            os.chown(path, self.agent_uid, self.agent_gid, follow_symlinks=False)
+
+
+def _drop_argv(setpriv: str, ids: dict) -> list[str]:
+    """Inside the sandbox, before the agent: become its user, without groups, capabilities or
+    any way back (no_new_privs: a setuid binary of the read-only system gives nothing)."""
+    if not setpriv or ids.get("agent_uid") is None:
+        return []
+    uid, gid = ids["agent_uid"], ids["agent_gid"]
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"] + [
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
 
 
 def host_private() -> list[Path]:
     """Hidden whatever the daemon says: shared scratch places (the agent gets empty private
     ones), the host user's home (keys, cloud logins; Claude Code's login is bound back in)
     and the gateway's settings file, which may sit in the code's directory."""
-    places = [Path("/tmp"), Path("/var/tmp"), REPO / ".env"]
+    places = [Path("/tmp"), *map(Path, SYSTEM_PRIVATE), REPO / ".env"]
     home = Path.home().resolve()
     if len(home.parts) > 1:  # a service user whose home is / keeps it
         places.append(home)
     return places
 
 
-def _hide_and_reveal(hide: list[Path], reveal: list[Path]) -> list[str]:
+def _hide_and_reveal(hide: list[Path], reveal: list[Path], *, tmp: Path | None = None) -> list[str]:
     """Mounts, outer places first, so a place revealed inside a hidden one shows, and one
-    hidden inside a revealed one (the gateway's var/ in the code's directory) stays hidden."""
+    hidden inside a revealed one (the gateway's var/ in the code's directory) stays hidden.
+    `tmp` is bound at /tmp in place of the empty tmpfs."""
     mounts = []
     for path in hide:
         real = Path(path).resolve()
-        if real.is_dir():
+        if tmp is not None and real == Path("/tmp"):
+            mounts.append((len(real.parts), 0, ["--bind", str(tmp), "/tmp"]))
+        elif real.is_dir():
             mounts.append((len(real.parts), 0, ["--tmpfs", str(real)]))
         elif real.exists():
             mounts.append((len(real.parts), 0, ["--ro-bind", "/dev/null", str(real)]))
@@ -119,19 +192,21 @@ def limit_resources() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE, FILE_SIZE))
 
 
-def private_directory(path: Path) -> Path:
-    """Make `path` (and missing parents) a real directory, mode 0700, not a link."""
+def private_directory(path: Path, mode: int = 0o700) -> Path:
+    """Make `path` (and missing parents) a real directory, mode 0700 (or `mode`), not a link."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
-        path.mkdir(mode=0o700)
+        path.mkdir(mode=mode)
     except FileExistsError:
         if path.is_symlink() or not path.is_dir():
             raise RuntimeError(f"{path} is not a directory of its own") from None
-    os.chmod(path, 0o700)
+    os.chmod(path, mode)
     return path
 
 
-def write_private(directory: Path, name: str, data: str | bytes, mode: int = 0o600) -> Path:
+def write_private(
+    directory: Path, name: str, data: str | bytes, mode: int = 0o600, owner: tuple[int, int] | None = None
+) -> Path:
     """Write `directory/name` atomically (a reader never sees half of it) and never through
     a link the agent may have planted: a fresh partial file, then a rename over the name."""
     target = directory / name
@@ -143,6 +218,8 @@ def write_private(directory: Path, name: str, data: str | bytes, mode: int = 0o6
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         os.fchmod(fd, mode)  # whatever the umask
+        if owner is not None:
+            os.fchown(fd, *owner)  # the agent's user reads it (the daemon runs as root)
         view = memoryview(data.encode() if isinstance(data, str) else data)
         while view:
             view = view[os.write(fd, view) :]
