@@ -19,7 +19,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sessions.host.egress import FORWARDER_PORT, SANDBOX_SOCKET
+
 REPO = Path(__file__).resolve().parents[2]
+FORWARDER = Path(__file__).resolve().parent / "egress_forwarder.py"
 # What the agent's tools run with, shown even where it lies under a hidden place (a home):
 # the code (bin/calvin-send-file, the script agent) and the Python it runs on.
 ALWAYS_SHOWN = (REPO, Path(sys.prefix), Path(sys.base_prefix))
@@ -96,11 +99,14 @@ class Sandbox:
         secrets_directory: Path,
         home_binds=(),
         reveal=(),
+        egress_socket: Path | None = None,
     ) -> list[str]:
         """The command line that runs `argv` inside the sandbox.
 
         `home_binds` are shown read-write (Claude Code's login and transcripts); `reveal`
-        read-only (a binary or package prefix that lives under a hidden place).
+        read-only (a binary or package prefix that lives under a hidden place). The network
+        is the sandbox's own (loopback only); with `egress_socket` (the host's egress proxy)
+        the forwarder runs in front of `argv`, so HTTP(S)_PROXY leads there.
         """
         if self.kind != "bwrap":
             return list(argv)
@@ -116,6 +122,14 @@ class Sandbox:
                 args += ["--bind", str(Path(path).resolve()), os.path.abspath(path)]
         if self.agent_uid is None:
             args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+        # Loopback only; /run (hidden above: the host services' sockets) takes the proxy's.
+        args += ["--unshare-net"]
+        if egress_socket is not None:
+            # bwrap makes missing parents 0700, its own: the agent's uid must pass through.
+            args += ["--perms", "0755", "--dir", os.path.dirname(SANDBOX_SOCKET)]
+            args += ["--bind", str(egress_socket), SANDBOX_SOCKET]
+            forwarder = [sys.executable, "-I", "-S", str(FORWARDER), "--socket", SANDBOX_SOCKET]
+            argv = [*forwarder, "--port", str(FORWARDER_PORT), "--", *argv]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         args += ["--die-with-parent", "--new-session", "--chdir", os.path.abspath(directory), "--"]
         return [*args, *_drop_argv(self.setpriv, {"agent_uid": self.agent_uid, "agent_gid": self.agent_gid}), *argv]
