@@ -111,15 +111,18 @@ class Sandbox:
         if self.kind != "bwrap":
             return list(argv)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        shown = [directory, secrets_directory, *home_binds, *ALWAYS_SHOWN, *reveal]
+        closed = closed_ancestors(shown, owner=self.agent_owner or (os.getuid(), os.getgid()))
         # /tmp is the session's own temp directory, mounted where the host's /tmp was hidden.
         args += _hide_and_reveal(
-            [*host_private(), *self.hide], [*ALWAYS_SHOWN, *reveal], tmp=Path(temp_directory).resolve()
+            [*host_private(), *self.hide, *closed], [*ALWAYS_SHOWN, *reveal], tmp=Path(temp_directory).resolve()
         )
-        args += ["--bind", str(Path(directory).resolve()), os.path.abspath(directory)]
-        args += ["--ro-bind", str(Path(secrets_directory).resolve()), os.path.abspath(secrets_directory)]
+        args += [*_way_in(directory), "--bind", str(Path(directory).resolve()), os.path.abspath(directory)]
+        secrets = os.path.abspath(secrets_directory)
+        args += [*_way_in(secrets), "--ro-bind", str(Path(secrets_directory).resolve()), secrets]
         for path in home_binds:
             if Path(path).exists():
-                args += ["--bind", str(Path(path).resolve()), os.path.abspath(path)]
+                args += [*_way_in(path), "--bind", str(Path(path).resolve()), os.path.abspath(path)]
         if self.agent_uid is None:
             args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
         # Loopback only; /run (hidden above: the host services' sockets) takes the proxy's.
@@ -149,6 +152,34 @@ class Sandbox:
             return
         for path in paths:
             os.chown(path, self.agent_uid, self.agent_gid, follow_symlinks=False)
+
+
+def closed_ancestors(paths, *, owner: tuple[int, int]) -> list[Path]:
+    """The outermost directory above each of `paths` that the agent's user cannot pass
+    through (a 0700 home, the host's 0700 state directory). Each is covered by an empty tmpfs,
+    in which bwrap makes the way to what it shows: nothing the agent could read is lost."""
+    uid, gid = owner
+    closed = []
+    for path in paths:
+        for ancestor in reversed(Path(path).resolve().parents[:-1]):  # outermost first, not /
+            try:
+                info = os.stat(ancestor)
+            except OSError:
+                break
+            bit = 0o100 if info.st_uid == uid else 0o010 if info.st_gid == gid else 0o001
+            if not info.st_mode & bit:
+                closed.append(ancestor)
+                break
+    return closed
+
+
+def _way_in(destination) -> list[str]:
+    """bwrap makes a mount's missing parents 0700 (its own): made 0755 first, so that the
+    agent's user passes through them (existing ones stay as they are)."""
+    args = []
+    for parent in reversed(Path(os.path.abspath(destination)).parents[:-1]):
+        args += ["--perms", "0755", "--dir", str(parent)]
+    return args
 
 
 def _drop_argv(setpriv: str, ids: dict) -> list[str]:
@@ -192,7 +223,7 @@ def _hide_and_reveal(hide: list[Path], reveal: list[Path], *, tmp: Path | None =
     for path in reveal:
         if Path(path).exists():  # at its own name: PATH may name it through a link (current -> v7)
             name = os.path.abspath(path)
-            mounts.append((len(Path(name).parts), 1, ["--ro-bind", str(Path(path).resolve()), name]))
+            mounts.append((len(Path(name).parts), 1, [*_way_in(name), "--ro-bind", str(Path(path).resolve()), name]))
     return [arg for *_, args in sorted(mounts, key=lambda m: m[:2]) for arg in args]
 
 
