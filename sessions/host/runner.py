@@ -30,6 +30,8 @@ MCP_CONFIG_FILE = ".mcp.json"
 AGENT_DIRECTORY_VARIABLE = "CALVIN_AGENT_DIR"
 SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SYSTEM_PATH = ["/usr/local/bin", "/usr/bin", "/bin"]
+# Claude Code's login, copied into a session's private home when the agent runs as another user.
+CLAUDE_LOGIN_FILES = (".claude/.credentials.json", ".claude.json")
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -141,6 +143,7 @@ class SessionRunner:
         sandbox: Sandbox,
         emit: Callable[[dict], Awaitable[None]],
         claude_home: Path | None = None,
+        homes_root: Path | None = None,
     ):
         self.session_id = int(session_id)
         self.directory = Path(sessions_root) / f"session-{self.session_id}"
@@ -150,6 +153,8 @@ class SessionRunner:
         self.emit = emit
         # Claude Code keeps its login and transcripts under the host user's HOME.
         self.claude_home = Path(claude_home) if claude_home else Path.home()
+        # Where an agent that runs as its own user gets a private home (a place the sandbox hides).
+        self.home_directory = Path(homes_root or Path(secrets_root).parent / "homes") / f"session-{self.session_id}"
         self.generation: int | None = None
         self.busy = False
         self._token = ""
@@ -232,9 +237,27 @@ class SessionRunner:
             directory=self.directory,
             temp_directory=self.temp_directory,
             mcp_servers=turn.get("mcp_servers") or {},
-            claude_home=self.claude_home,
+            claude_home=self._claude_home(turn),
             sandboxed=self.sandbox.kind == "bwrap",
         )
+
+    def _claude_home(self, turn: dict) -> Path:
+        """The host user's home, whose Claude Code login the agent uses; an agent that runs as
+        its own user cannot read that (0700, the operator's), so it gets a private home of its
+        session with a copy of the login, made afresh each turn. Its transcripts stay there,
+        so --resume finds them, and no other session reads them."""
+        if not self.sandbox.drops_privileges or (turn.get("provider") or {}).get("kind") != "claude-code":
+            return self.claude_home
+        home = private_directory(self.home_directory)
+        private_directory(home / ".claude")
+        for name in CLAUDE_LOGIN_FILES:
+            try:
+                data = (self.claude_home / name).read_bytes()
+            except FileNotFoundError:
+                continue
+            write_private((home / name).parent, Path(name).name, data, owner=self.sandbox.agent_owner)
+        self.sandbox.give_to_agent(home, home / ".claude")
+        return home
 
     def _write_mcp_config(self, turn: dict, provider: Provider, secrets: dict[str, str], extra_path) -> list[str]:
         """.mcp.json (0600: it holds the runner's token): Calvin's servers for the session's
@@ -249,7 +272,8 @@ class SessionRunner:
         own, problems = agent_servers(
             turn.get("agent_mcp_servers"), secrets=available, taken=set(servers) | {"calvin", "nanoclaw"}
         )
-        write_private(self.directory, MCP_CONFIG_FILE, json.dumps({"mcpServers": {**servers, **own}}, indent=2))
+        config = json.dumps({"mcpServers": {**servers, **own}}, indent=2)
+        write_private(self.directory, MCP_CONFIG_FILE, config, owner=self.sandbox.agent_owner)
         return problems
 
     def _take_token(self, runner: dict) -> None:
@@ -263,8 +287,13 @@ class SessionRunner:
         """The session directory's instructions, and the secrets; returns the secrets'
         environment."""
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.directory.is_symlink() or not self.directory.is_dir():
+            raise RuntimeError(f"{self.directory} is not a directory of its own")
         private_directory(self.temp_directory)
         private_directory(self.secrets_directory)
+        # The agent's own places belong to its user; mounts, not modes, keep sessions apart.
+        own = [self.directory, self.temp_directory, self.secrets_directory]
+        self.sandbox.give_to_agent(*own, *([self._agent_directory] if self._agent_directory else []))
         if turn.get("instructions"):
             write_private(self.directory, INSTRUCTIONS_FILE, self._instructions(turn["instructions"]), mode=0o644)
         if isinstance(turn.get("agents_md"), str):
@@ -299,7 +328,8 @@ class SessionRunner:
             if not SECRET_NAME.fullmatch(name):
                 raise RuntimeError(f"A secret's name is not a variable name: {name[:40]!r}")
             if secret.get("file"):
-                environment[name] = str(write_private(self.secrets_directory, name, value))
+                written = write_private(self.secrets_directory, name, value, owner=self.sandbox.agent_owner)
+                environment[name] = str(written)
                 files.add(name)
             else:
                 environment[name] = value
@@ -313,7 +343,7 @@ class SessionRunner:
         base = {
             "PATH": os.pathsep.join(dict.fromkeys(path)),
             "HOME": str(provider.home or self.directory),
-            "TMPDIR": str(self.temp_directory),
+            "TMPDIR": "/tmp" if self.sandbox.kind == "bwrap" else str(self.temp_directory),
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",
             "TERM": "dumb",
@@ -330,7 +360,11 @@ class SessionRunner:
             directory=self.directory,
             temp_directory=self.temp_directory,
             secrets_directory=self.secrets_directory,
-            home_binds=(*provider.home_binds, *([self._agent_directory] if self._agent_directory else [])),
+            home_binds=(
+                *([provider.home] if provider.home == self.home_directory else []),  # the private home, whole
+                *provider.home_binds,
+                *([self._agent_directory] if self._agent_directory else []),
+            ),
             reveal=(*provider.reveal, *reveal),
         )
         try:
