@@ -318,7 +318,11 @@ CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 # --- Security: logins, CSP, HTTPS ------------------------------------------------------
 # Login throttling (django-axes) on every login form (dashboard and admin): after
 # AXES_FAILURE_LIMIT failures for one username from one address, that pair is refused
-# for the cool-off without its password being checked, even the right one.
+# for the cool-off without its password being checked, even the right one. Calvin's
+# handler (calvin/dashboard/login_throttle.py) adds two counters over the same attempts:
+# a username refused from every address after CALVIN_LOGIN_USERNAME_FAILURE_LIMIT failures
+# (a spray over many addresses at one account), and an address refused for every username
+# after CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT (one address trying many accounts).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: it refuses a locked-out pair before any password check
     "django.contrib.auth.backends.ModelBackend",
@@ -327,6 +331,12 @@ AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_MINUTES", default=15) / 60  # axes reads a number as hours
 # Username and address together: a stranger cannot lock a person out from elsewhere.
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "calvin.dashboard.login_throttle.LoginThrottleHandler"
+CALVIN_LOGIN_USERNAME_FAILURE_LIMIT = env.int("CALVIN_LOGIN_USERNAME_FAILURE_LIMIT", default=10)
+CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT = env.int("CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT", default=20)
+for _name in ("AXES_FAILURE_LIMIT", "CALVIN_LOGIN_USERNAME_FAILURE_LIMIT", "CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT"):
+    if globals()[_name] < 1:
+        raise environ.ImproperlyConfigured(f"{_name} must be at least 1 (failed logins before a lockout)")
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "calvin.dashboard.views.login_locked_out"
 AXES_VERBOSE = env.bool("AXES_VERBOSE", default=False)  # its banner and per-login lines are noise in `up`
@@ -358,9 +368,14 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", defa
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=_HTTPS)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=_HTTPS)
-# The header a TLS-terminating proxy sets (and must overwrite when a client sends it);
-# "" when nothing sits in front. Without it, the redirect would loop behind the proxy.
-_PROXY_SSL_HEADER = env("SECURE_PROXY_SSL_HEADER", default="HTTP_X_FORWARDED_PROTO" if _HTTPS else "")
+# The proxies in front of Calvin (addresses or CIDR networks), "" when clients connect
+# directly. uvicorn (calvin/http_server.py, `up`) takes a request's client address and
+# scheme from X-Forwarded-For / X-Forwarded-Proto only when the peer is one of these, so
+# behind a TLS-terminating proxy the scheme is https without any header Django trusts
+# from every peer. SECURE_PROXY_SSL_HEADER is therefore off unless set: Django would take
+# it from any client that can reach the server directly.
+CALVIN_TRUSTED_PROXIES = env.list("CALVIN_TRUSTED_PROXIES", default=[])
+_PROXY_SSL_HEADER = env("SECURE_PROXY_SSL_HEADER", default="")
 SECURE_PROXY_SSL_HEADER = (_PROXY_SSL_HEADER, "https") if _PROXY_SSL_HEADER else None
 if not SECURE_HSTS_PRELOAD:
     # Preloading makes browsers hard-code HTTPS for the domain and all its subdomains and is

@@ -26,7 +26,8 @@ from sessions.turns import session_stop
 
 
 def login_locked_out(request, *args, **kwargs):
-    """django-axes' answer once a username has failed too often from this address (AXES_LOCKOUT_CALLABLE)."""
+    """django-axes' answer once a login is locked out: its username from this address, the username
+    from everywhere, or this address for every username (AXES_LOCKOUT_CALLABLE)."""
     minutes = round(settings.AXES_COOLOFF_TIME * 60)  # axes reads the setting as hours
     return render(request, "registration/locked_out.html", {"minutes": minutes}, status=429)
 

@@ -55,7 +55,9 @@ def test_https_public_url_turns_the_https_settings_on():
         "SECURE_HSTS_PRELOAD": False,  # an operator's decision, never a default
         "SESSION_COOKIE_SECURE": True,
         "CSRF_COOKIE_SECURE": True,
-        "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
+        # Off: the scheme comes from uvicorn, which believes X-Forwarded-Proto only from
+        # CALVIN_TRUSTED_PROXIES; Django would believe the header from any client.
+        "SECURE_PROXY_SSL_HEADER": None,
         "CSRF_TRUSTED_ORIGINS": ["https://calvin.example.com"],
     }
 
@@ -85,5 +87,10 @@ def test_each_is_settable_from_the_environment():
     assert chosen["SECURE_SSL_REDIRECT"] is False and chosen["SECURE_HSTS_SECONDS"] == 600
     assert chosen["SECURE_HSTS_PRELOAD"] is True and chosen["SECURE_PROXY_SSL_HEADER"] is None
     assert chosen["CSRF_TRUSTED_ORIGINS"] == ["https://admin.example.com", "https://calvin.example.com"]
-    http = settings_with(CALVIN_PUBLIC_URL="http://calvin.internal", SECURE_SSL_REDIRECT="true")
+    http = settings_with(
+        CALVIN_PUBLIC_URL="http://calvin.internal",
+        SECURE_SSL_REDIRECT="true",
+        SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO",  # every request comes through a proxy that sets it
+    )
     assert http["SECURE_SSL_REDIRECT"] is True
+    assert http["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]

@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from calvin.chat.slack.installations import slack_setup_lines
-from calvin.http_server import uvicorn_config
+from calvin.http_server import add_proxy_arguments, trusted_proxies_from, uvicorn_config
 from calvin.workspaces.services import demo_agent_ensure, demo_ensure
 from secrets_vault.crypto import new_key
 from sessions.hosts import host_create, host_token_reset
@@ -74,8 +74,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+        add_proxy_arguments(parser)  # as calvin.http_server: no forwarded header is trusted unless proxies are named
 
-    def handle(self, *args, host, port, **options):
+    def handle(self, *args, host, port, proxy_headers, forwarded_allow_ips, **options):
+        try:
+            trusted_proxies = trusted_proxies_from(proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips)
+        except ValueError as problem:
+            raise CommandError(str(problem)) from None
         # Only the embedded install invents a key: a scaled deployment sets SP_STORE_KEY (and a
         # hosted one with DATABASE_URL does not start without it).
         made = vault_key_ensure(settings.VAR_DIR) if settings.EMBEDDED else None
@@ -106,7 +111,9 @@ class Command(BaseCommand):
             self._start_embedded_worker_and_beat()
         # From here on uvicorn, worker and beat log only warnings and errors, and the block
         # is printed once the server listens: it stays the last thing on screen.
-        server = uvicorn.Server(uvicorn_config(host=host, port=port, log_level="warning"))
+        server = uvicorn.Server(
+            uvicorn_config(host=host, port=port, trusted_proxies=trusted_proxies, log_level="warning")
+        )
         threading.Thread(target=self._announce, args=(server, block), name="announce", daemon=True).start()
         # uvicorn re-raises SIGTERM once it has shut down; turn it into an exit that runs `finally`.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
