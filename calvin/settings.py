@@ -405,3 +405,10 @@ CALVIN_HOST_TOKEN = env("CALVIN_HOST_TOKEN", default="")
 CALVIN_HOST_NAME = env("CALVIN_HOST_NAME", default="")
 CALVIN_HOST_CAPACITY = env.int("CALVIN_HOST_CAPACITY", default=4)
 CALVIN_HOST_DIR = Path(env("CALVIN_HOST_DIR", default=str(VAR_DIR / "host")))
+# A host daemon running as root runs each agent as this unprivileged user and group (outside
+# its sandbox; 65534 is 'nobody'), so root-only files stay unreadable to agents.
+CALVIN_AGENT_UID = env.int("CALVIN_AGENT_UID", default=65534)
+CALVIN_AGENT_GID = env.int("CALVIN_AGENT_GID", default=65534)
+# Where bubblewrap does not work a host refuses to run agents, unless the operator allows
+# agents to run with process isolation only (they then see the host as the daemon's user does).
+CALVIN_ALLOW_UNSANDBOXED = env.bool("CALVIN_ALLOW_UNSANDBOXED", default=False)
