@@ -2,7 +2,8 @@
 
 The same race-free walk as the gateway's (tools/services/paths.py, pure os) judges the path
 against this host's own directories for the session, whatever the gateway believes they
-are; the gateway checks the bytes it receives again (size, secrets).
+are; the gateway checks the bytes it receives again (size, secrets). A sandboxed agent's /tmp
+is its session's temp directory, so its "/tmp/..." names a file there.
 """
 
 import base64
@@ -15,13 +16,29 @@ from tools.services.paths import MAX_FILE_BYTES, PathRefused, open_beneath, size
 CHUNK = 256 * 1024
 
 
+SANDBOX_TMP = "/tmp"
+
+
+def host_path(path: str, *, temp_directory: str, sandboxed: bool) -> str:
+    """The host's name for what the agent calls `path`: under bwrap its /tmp is the session's
+    temp directory (never another's: the walk then keeps to this session's roots)."""
+    if sandboxed and (path == SANDBOX_TMP or path.startswith(SANDBOX_TMP + "/")):
+        return temp_directory + path[len(SANDBOX_TMP) :]
+    return path
+
+
 def session_roots(*, sessions_root: Path, temp_root: Path, session_id: int) -> tuple[str, str]:
     name = f"session-{int(session_id)}"
     return str(sessions_root / name), str(temp_root / name)
 
 
 async def file_read_answer(
-    *, request: dict, sessions_root: Path, temp_root: Path, send: Callable[[dict], Awaitable[None]]
+    *,
+    request: dict,
+    sessions_root: Path,
+    temp_root: Path,
+    send: Callable[[dict], Awaitable[None]],
+    sandboxed: bool = False,
 ) -> None:
     """Answer a {"op": "file.read", "session": id, "path": p} request: chunks, then the result."""
     reply_to = request.get("request")
@@ -36,7 +53,11 @@ async def file_read_answer(
     if not os.path.isdir(directory):
         return await refuse("this host has no directory for the session")
     try:
-        opened = open_beneath(path, roots=[directory, temp_directory], base=directory)
+        opened = open_beneath(
+            host_path(path, temp_directory=temp_directory, sandboxed=sandboxed),
+            roots=[directory, temp_directory],
+            base=directory,
+        )
     except PathRefused as exc:
         return await refuse(str(exc))
     except OSError as exc:
