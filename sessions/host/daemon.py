@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from sessions.host.files import file_read_answer
 from sessions.host.runner import SessionRunner
-from sessions.host.sandbox import Sandbox, private_directory
+from sessions.host.sandbox import MIRRORS_MODE, Sandbox, private_directory
 
 log = logging.getLogger("calvin.host")
 
@@ -33,8 +33,24 @@ class HostRefused(Exception):
     """The gateway refused this host's token (unknown or revoked)."""
 
 
+class HostUnsandboxed(Exception):
+    """bwrap does not work here and the operator did not allow agents without it."""
+
+
 class HostDaemon:
-    def __init__(self, *, gateway: str, token: str, name: str, capacity: int, state_dir: Path, hide=()):
+    def __init__(
+        self,
+        *,
+        gateway: str,
+        token: str,
+        name: str,
+        capacity: int,
+        state_dir: Path,
+        hide=(),
+        agent_uid: int = 65534,
+        agent_gid: int = 65534,
+        allow_unsandboxed: bool = False,
+    ):
         base = gateway.rstrip("/")
         self.mcp_base = base
         self.ws_url = ("wss://" if base.startswith("https://") else "ws://") + base.split("://", 1)[1] + "/ws/host/"
@@ -44,9 +60,11 @@ class HostDaemon:
         self.temp_root = state_dir / "tmp"
         self.secrets_root = state_dir / "secrets"
         self.agents_root = state_dir / "agents"
-        for root in (self.sessions_root, self.temp_root, self.secrets_root, self.agents_root):
+        self.homes_root = state_dir / "homes"
+        for root in (self.sessions_root, self.temp_root, self.secrets_root, self.agents_root, self.homes_root):
             root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.sandbox = Sandbox.probe(hide=[state_dir, *hide])
+        self.sandbox = Sandbox.probe(hide=[state_dir, *hide], agent_uid=agent_uid, agent_gid=agent_gid)
+        self.allow_unsandboxed = allow_unsandboxed
         self.runners: dict[int, SessionRunner] = {}
         self.turn_sessions: dict[int, int] = {}  # running turn -> its session
         self.tasks: set[asyncio.Task] = set()
@@ -63,8 +81,18 @@ class HostDaemon:
         """Connect, and reconnect with backoff, until the gateway refuses the token."""
         backoff = 0.5
         if self.sandbox.kind != "bwrap":
+            # Refused before it registers: no turn is ever given to it, and its operator (not a
+            # person in a thread, who could do nothing about it) is told what to do.
+            if not self.allow_unsandboxed:
+                raise HostUnsandboxed(
+                    f"no working sandbox on this host ({self.sandbox.why}); agents would see the host as this"
+                    " daemon's user does. Install bubblewrap (apt-get install bubblewrap), or set"
+                    " CALVIN_ALLOW_UNSANDBOXED=1 to run agents with process isolation only"
+                )
             log.warning(
-                "no bubblewrap sandbox on this host (%s): agents run with process isolation only", self.sandbox.why
+                "no bubblewrap sandbox on this host (%s): agents run with process isolation only"
+                " (CALVIN_ALLOW_UNSANDBOXED=1)",
+                self.sandbox.why,
             )
         while True:
             try:
@@ -198,6 +226,7 @@ class HostDaemon:
                 secrets_root=self.secrets_root,
                 sandbox=self.sandbox,
                 emit=self._emit,
+                homes_root=self.homes_root,
             )
             self.runners[session_id] = runner
         return runner
@@ -221,7 +250,8 @@ class HostDaemon:
             if isinstance(message.get("workspace"), int):
                 # checkout_repo's checkouts borrow objects from the workspace's mirrors: read-only,
                 # and the whole directory, so a mirror cloned during the turn shows too.
-                reveal.append(private_directory(self.state_dir / "git" / f"workspace-{message['workspace']}"))
+                mirrors = self.state_dir / "git" / f"workspace-{message['workspace']}"
+                reveal.append(private_directory(mirrors, mode=MIRRORS_MODE))
             turn = runner.run_turn(
                 message, extra_path=extra_path, reveal=reveal, agent_directory=self._agent_directory(message)
             )
@@ -279,7 +309,11 @@ class HostDaemon:
             op = message.get("op")
             if op == "file.read":
                 await file_read_answer(
-                    request=message, sessions_root=self.sessions_root, temp_root=self.temp_root, send=self._send
+                    request=message,
+                    sessions_root=self.sessions_root,
+                    temp_root=self.temp_root,
+                    send=self._send,
+                    sandboxed=self.sandbox.kind == "bwrap",
                 )
             elif op == "git.checkout":
                 from sessions.host.git import git_checkout_answer

@@ -28,7 +28,7 @@ from sessions.host import git_cache
 from sessions.host.git_cache import GitRefused, checkout_git_dir, mirror_lock, mirror_path
 from sessions.host.git_process import redact, run_git
 from sessions.host.markdown_anchors import anchors
-from sessions.host.sandbox import Sandbox, private_directory
+from sessions.host.sandbox import MIRRORS_MODE, Sandbox, private_directory
 
 log = logging.getLogger("calvin.host")
 
@@ -127,7 +127,7 @@ async def _checkout(request: dict, state_dir: Path, sessions_root: Path, sandbox
         raise Refused(problem)
     directory = _session_directory(sessions_root, session_id)
     try:
-        private_directory(state_dir / "git" / f"workspace-{workspace_id}")
+        private_directory(state_dir / "git" / f"workspace-{workspace_id}", mode=MIRRORS_MODE)
         wrap = _sandboxed(sandbox, state_dir, directory, session_id)
     except (OSError, RuntimeError) as error:
         raise Refused(f"this host cannot prepare its repository cache: {error}") from None
@@ -163,10 +163,17 @@ def _sandboxed(sandbox: Sandbox, state_dir: Path, directory: Path, session_id: i
         return lambda mirror: None  # the agent is unconfined then anyway
     temp = private_directory(state_dir / "tmp" / f"session-{session_id}")
     secrets = private_directory(state_dir / "secrets" / f"session-{session_id}")
+    sandbox.give_to_agent(directory, temp, secrets)  # git runs as the agent's user there
 
     def for_mirror(mirror: Path):
+        # The mirror is the host's (another owner): git would call it dubious. In the sandbox
+        # the only repositories are the session's own and this read-only mirror.
         return lambda argv: sandbox.wrap(
-            argv, directory=directory, temp_directory=temp, secrets_directory=secrets, reveal=[mirror]
+            [argv[0], "-c", "safe.directory=*", *argv[1:]],
+            directory=directory,
+            temp_directory=temp,
+            secrets_directory=secrets,
+            reveal=[mirror],
         )
 
     return for_mirror

@@ -42,6 +42,8 @@ PROBE_ARGS = [
     "--unshare-net",
     "--die-with-parent",
 ]
+# A workspace's git cache: the agent's user passes through to its mirrors (shown read-only).
+MIRRORS_MODE = 0o711
 OPEN_FILES = 4096
 FILE_SIZE = 8 * 1024**3  # no single file larger than 8 GiB
 # Not RLIMIT_AS: node reserves far more virtual memory than it uses.
