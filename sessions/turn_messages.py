@@ -75,5 +75,11 @@ def turn_message(*, session: Session, turns: list[Turn], runner: Runner, token: 
         "agents_md_at": agents_md_at,
         "secrets": _secrets(session),
         "environment": _environment(session),
+        # Enforced by the host's egress proxy; the host parses the entries again.
+        "egress": {
+            "policy": session.workspace.egress_policy,
+            "allowlist": session.workspace.egress_entries(),
+            "workspace": session.workspace.slug,
+        },
         "timeout": settings.CALVIN_TURN_TIMEOUT_SECONDS,
     }

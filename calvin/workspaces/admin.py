@@ -68,9 +68,10 @@ class DefinitionImportForm(forms.Form):
 @admin.register(Workspace)
 class WorkspaceAdmin(admin.ModelAdmin):
     """Staff with Django's permissions see every workspace; a workspace's owners and admins
-    see theirs (read-only) to reach its definition's export and import."""
+    see theirs (read-only) to reach its definition's export and import. The egress policy is
+    edited by staff only: an allowlist can open private addresses of the hosts' network."""
 
-    list_display = ["name", "slug", "slack_team_id", "created_at"]
+    list_display = ["name", "slug", "slack_team_id", "egress_policy", "created_at"]
     search_fields = ["name", "slug", "slack_team_id"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MemberInline]

@@ -9,16 +9,44 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
 
-from calvin.workspaces import repository_rules
+from calvin.workspaces import egress_rules, repository_rules
+
+
+def validate_egress_allowlist(value):
+    _, problems = egress_rules.allowlist_parse(egress_rules.allowlist_lines(value))
+    if problems:
+        raise ValidationError([ValidationError(problem, code="egress_entry") for problem in problems])
 
 
 class Workspace(models.Model):
+    class Egress(models.TextChoices):
+        OPEN = egress_rules.OPEN, "open: any public address"
+        ALLOWLIST = egress_rules.ALLOWLIST, "allowlist: only the hosts and ports listed"
+        NONE = egress_rules.NONE, "none: only the gateway"
+
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=80, unique=True)
     # Set once the Slack app is installed into a Slack workspace (team).
     slack_team_id = models.CharField(max_length=32, blank=True, default="")
     # How long a fire-and-forget approval request waits for a decision before it expires.
     approval_timeout = models.DurationField(default=timedelta(hours=24))
+    # Where its agents' traffic may go (the host's egress proxy enforces it). `open` by default:
+    # agents keep reaching package registries and model APIs, while the host's loopback,
+    # metadata and private addresses are refused in every mode.
+    egress_policy = models.CharField(
+        max_length=10,
+        choices=Egress.choices,
+        default=Egress.OPEN,
+        help_text="The gateway is reachable in every mode; loopback, metadata and private addresses never, "
+        "unless an allowlist entry names that host or address and port exactly.",
+    )
+    egress_allowlist = models.TextField(
+        blank=True,
+        default="",
+        validators=[validate_egress_allowlist],
+        help_text=f"One host:port a line (pypi.org:443, *.npmjs.org:443, 10.0.0.5:5432, [2001:db8::1]:443); at most "
+        f"{egress_rules.MAX_ENTRIES}. Used by allowlist, and by open to name a private or loopback address.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -32,6 +60,11 @@ class Workspace(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def egress_entries(self) -> list[str]:
+        """The allowlist's entries, normalised (a host checks them again)."""
+        entries, _ = egress_rules.allowlist_parse(egress_rules.allowlist_lines(self.egress_allowlist))
+        return [str(entry) for entry in entries]
 
 
 class Member(models.Model):

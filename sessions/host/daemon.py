@@ -227,6 +227,8 @@ class HostDaemon:
                 sandbox=self.sandbox,
                 emit=self._emit,
                 homes_root=self.homes_root,
+                gateway=self.mcp_base,
+                egress_root=self.state_dir / "egress",
             )
             self.runners[session_id] = runner
         return runner

@@ -7,6 +7,7 @@ Stop ends the whole tree: SIGTERM, then SIGKILL after a grace.
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from sessions.host.agent_servers import agent_servers
+from sessions.host.egress import EgressPolicy, EgressProxy, gateways_of, proxy_environment
 from sessions.host.providers import LINE_LIMIT, REPO, Outcome, Provider, ProviderError, provider_for
 from sessions.host.sandbox import Sandbox, limit_resources, private_directory, write_private
 from sessions.host.stream_json import bounded
@@ -144,6 +146,8 @@ class SessionRunner:
         emit: Callable[[dict], Awaitable[None]],
         claude_home: Path | None = None,
         homes_root: Path | None = None,
+        gateway: str = "",
+        egress_root: Path | None = None,
     ):
         self.session_id = int(session_id)
         self.directory = Path(sessions_root) / f"session-{self.session_id}"
@@ -155,6 +159,11 @@ class SessionRunner:
         self.claude_home = Path(claude_home) if claude_home else Path.home()
         # Where an agent that runs as its own user gets a private home (a place the sandbox hides).
         self.home_directory = Path(homes_root or Path(secrets_root).parent / "homes") / f"session-{self.session_id}"
+        # The gateway the agent always reaches; its egress proxy's socket (one 0700 directory).
+        self.gateway = gateway
+        egress_root = Path(egress_root or Path(secrets_root).parent / "egress")
+        self.egress_socket = egress_root / f"session-{self.session_id}.sock"
+        self._egress_socket: Path | None = None  # while a turn's proxy listens
         self.generation: int | None = None
         self.busy = False
         self._token = ""
@@ -179,12 +188,31 @@ class SessionRunner:
         self.busy, self._stop_requested, self._stopped = True, False, False
         self._agent_directory = Path(agent_directory) if agent_directory else None
         try:
-            outcome = await self._run(turn, number, list(extra_path), [*extra_path, *reveal])
+            async with self._egress(turn):
+                outcome = await self._run(turn, number, list(extra_path), [*extra_path, *reveal])
         finally:
             self.busy, self._process = False, None
         if self._stopped:
             outcome = Outcome("stopped", agent_session_id=outcome.agent_session_id)
         return self._finished(number, outcome)
+
+    @contextlib.asynccontextmanager
+    async def _egress(self, turn: dict):
+        """The turn's egress proxy, on a socket only its sandbox is shown. Without bwrap there
+        is no network namespace to hold the agent, so no proxy either."""
+        if self.sandbox.kind != "bwrap":
+            yield
+            return
+        gateways = gateways_of([self.gateway, *(turn.get("mcp_servers") or {}).values()])
+        proxy = EgressProxy(policy=EgressPolicy.from_turn(turn.get("egress")), gateways=gateways)
+        private_directory(self.egress_socket.parent)
+        await proxy.start(self.egress_socket)
+        self._egress_socket = self.egress_socket
+        try:
+            yield
+        finally:
+            self._egress_socket = None
+            await proxy.close()
 
     async def stop(self) -> bool:
         """End the running turn's whole process tree; False when no turn was running."""
@@ -348,6 +376,8 @@ class SessionRunner:
             "LC_ALL": "C.UTF-8",
             "TERM": "dumb",
         }
+        if self.sandbox.kind == "bwrap":
+            base |= proxy_environment()
         if self._agent_directory is not None:
             base[AGENT_DIRECTORY_VARIABLE] = str(self._agent_directory)
         return {**secrets, **provider.env, **base}  # a secret cannot replace what the runner sets
@@ -366,6 +396,7 @@ class SessionRunner:
                 *([self._agent_directory] if self._agent_directory else []),
             ),
             reveal=(*provider.reveal, *reveal),
+            egress_socket=self._egress_socket,
         )
         try:
             process = await asyncio.create_subprocess_exec(
