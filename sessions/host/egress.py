@@ -245,6 +245,8 @@ class EgressProxy:
         return addresses
 
     async def _resolved(self, host: str, port: int) -> list[str]:
+        with contextlib.suppress(ValueError):
+            return [str(ipaddress.ip_address(host))]  # an address is not looked up
         try:
             addresses = await asyncio.wait_for(self.resolve(host, port), CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as error:
