@@ -1,35 +1,50 @@
-"""Does outbound content hold a secret? One multi-pattern pass over the text, whatever the count.
+"""Does outbound content hold a secret? One multi-pattern pass over each reading of the text.
 
 Every outbound path (messages, cards, files, tool-call records) checks its content against
 the values in scope before anything is sent or stored. A value can leave encoded as well as
 plain, so each value contributes the patterns that betray it (`encoded_forms`): base64 and
-base64url at each of the three byte alignments, hex, percent-encoding. With 13 or so
-patterns per secret and 100 secrets in scope, one `in` scan per pattern would read the text
-about 1,300 times; an Aho-Corasick automaton over all patterns reads it once.
+base64url at each of the three byte alignments, base32 at each of its five, hex. With 15 or
+so patterns per secret and 100 secrets in scope, one `in` scan per pattern would read the
+text about 1,500 times; an Aho-Corasick automaton over all patterns reads it once.
 
-Hex digits and percent escapes mean the same in either case, so the automaton runs over an
-ASCII-lowercased copy of the text and every hit is then checked against the original:
-exactly for the plain value and base64 (where case is data), ignoring case for hex, and
-ignoring case only inside the `%XX` escapes for percent-encoding. Mixed-case hex and
-escapes are caught without a second pass, and `Password` does not match `password`.
+Escapes can be mixed freely, byte by byte (`%43a%6E`, `\\u0043a\\u006E`, `&#67;a&#x6e;`), so
+they are not patterns (a value of n bytes would need 2^n of them): the text is also read
+unescaped (`_unescape`: percent-encoding, JSON/JavaScript/Python backslash escapes, HTML
+character references), near its escapes only, and the plain value and every pattern are
+looked for there too. Base64, base32 and hex wrapped into lines (MIME at 76, PEM at 64,
+xxd at 60, or any width, indented or not) are looked for in a reading with the line breaks
+removed (`_unwrap`), of the unescaped text when it has escapes (a JSON string holding a PEM
+body, a form-encoded certificate). Only one layer of escapes is undone, and a value split
+across several calls or several fields of one call is not found.
+
+Hex digits, base32 and escapes mean the same in either case, so the automaton runs over an
+ASCII-lowercased copy of each reading and every hit is then checked against the reading
+itself: exactly for the plain value and base64 (where case is data), ignoring case for hex
+and base32. `Password` does not match `password`. The copy also reads `+` as a space, so
+that a form-encoded value (`a+b` for `a b`) is found through its plain pattern.
 """
 
 import base64
+import bisect
 import codecs
 import functools
+import html.entities
 import re
+import string
 from collections.abc import Iterable, Iterator
-from urllib.parse import quote, quote_plus
 
 from ahocorasick_rs import AhoCorasick, Implementation
 
 # An encoded form shorter than this is not a pattern. A 3-byte value's hex ("616263") or
 # the 2-character base64 core of a short value at an awkward alignment would match
 # innocent text (hashes, ids, any base64 blob) often enough to refuse ordinary messages.
-# 8 characters carry at least 32 bits (hex) or 48 bits (base64) of the value: chance
-# matches become rare, while any value of 7 bytes or more keeps every one of its forms.
-# The plain value is always a pattern, whatever its length.
+# 8 characters carry at least 32 bits (hex), 40 (base32) or 48 (base64) of the value:
+# chance matches become rare, while any value of 7 bytes or more keeps every one of its
+# forms (its shortest, base64 at offset 1 mod 3, is 8 characters). The plain value is
+# always a pattern, whatever its length, in every reading; reading `+` as a space counts
+# as an encoding, so it is done only for values of MIN_ENCODED_VALUE_BYTES or more.
 MIN_ENCODED_LEN = 8
+MIN_ENCODED_VALUE_BYTES = 7
 
 # A DFA scanned 64 KiB with 100 secrets in scope about 2.5x faster than the contiguous
 # NFA here, for a few MB of memory and ~10 ms of building, which scanner_for caches. But
@@ -41,21 +56,43 @@ MIN_ENCODED_LEN = 8
 DFA_MAX_PATTERN_LEN = 256
 DFA_MAX_PATTERN_CHARS = 64 * 1024
 
-_EXACT, _HEX, _PERCENT = "exact", "hex", "percent"
-_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+# How many characters of text one character of a reading can stand for: 12 for the longest
+# escape of one character (%F0%9F%98%80, \ud83d\ude00, a named reference), plus a removed
+# line break with its indentation before it. A file is scanned in chunks that overlap by
+# this many times the longest pattern, so an escaped or wrapped value across a chunk
+# boundary is found too.
+MAX_CHARS_PER_READ_CHAR = 24
+
+# The Rust library puts a prefilter in front of a small set of patterns, which text full of
+# letters and digits keeps waking: with one secret in scope a 64 KiB scan cost four times
+# what it cost with 100. Patterns with an uppercase letter never match the folded text, so
+# these only make every set large enough to be scanned by the automaton alone.
+_NEVER_FOUND = [a + b for a in string.ascii_uppercase for b in "ABC"]
+
+_PLAIN, _EXACT, _FOLD = "plain", "exact", "fold"
+
+_ESCAPES = re.compile(
+    r"(?P<percent>(?:%[0-9A-Fa-f]{2})+)"  # runs: the bytes of one character may be split
+    r"|(?P<xbytes>(?:\\x[0-9A-Fa-f]{2})+)"
+    r"|(?P<utf16>(?:\\u[0-9A-Fa-f]{4})+)"  # runs: surrogate pairs
+    r"|\\U(?P<codepoint>[0-9A-Fa-f]{8})"
+    r"|\\(?P<char>[nrtbf\"'/\\])"
+    r"|&#[xX](?P<hexref>[0-9A-Fa-f]{1,6});?"
+    r"|&#(?P<decref>[0-9]{1,7});?"
+    r"|&(?P<named>[A-Za-z][A-Za-z0-9]{1,10};)"
+)
+_BACKSLASHED = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", '"': '"', "'": "'", "/": "/", "\\": "\\"}
+# HTML5's named references that fit the pattern above: every one of &amp; &lt; &gt; &quot;
+# &apos; &nbsp; &eacute; ... that names a character (a few name two).
+_NAMED = {name: value for name, value in html.entities.html5.items() if name.endswith(";") and len(name) <= 11}
+_LINE_BREAK = re.compile(r"\r\n?|\n")
+_INDENTED_LINE_BREAK = re.compile(r"(?:\r\n?|\n)[ \t]{0,8}")
+_INDENTED = re.compile(r"\n[ \t]")
 _TO_URLSAFE = str.maketrans("+/", "-_")
 
 
-def _upper_escapes(text: str) -> str:
-    return _ESCAPE.sub(lambda m: m.group().upper(), text)
-
-
-def _lower_escapes(text: str) -> str:
-    return _ESCAPE.sub(lambda m: m.group().lower(), text)
-
-
 def _fold(text: str) -> str:
-    """ASCII letters lowercased, every other character kept, so indexes stay the same.
+    """ASCII letters lowercased and `+` read as a space, every index kept.
 
     Not str.lower(): it lowercases non-ASCII letters too, some into two characters
     (shifting every index after them) and Greek sigma depending on its neighbours (so a
@@ -65,24 +102,27 @@ def _fold(text: str) -> str:
     valid UTF-8; hits are checked against the original text anyway.
     """
     if text.isascii():
-        return text.lower()
-    return text.encode("utf-8", "replace").lower().decode("utf-8")
+        folded = text.lower()
+    else:
+        folded = text.encode("utf-8", "replace").lower().decode("utf-8")
+    return folded.replace("+", " ") if "+" in folded else folded
 
 
-def _base64_cores(data: bytes) -> list[str]:
-    """The base64 characters fixed by `data` alone, for each offset mod 3 it can sit at.
+def _cores(data: bytes, encode, bits: int) -> list[str]:
+    """The characters of encode(...) fixed by `data` alone, for each offset it can sit at.
 
-    Base64 turns each 3 bytes into 4 characters of 6 bits. Inside a larger blob, the
-    characters straddling the value's first and last bytes also depend on the neighbouring
-    bytes, and which characters straddle depends on the value's offset mod 3; the
-    characters between them (the stable core) are the same wherever the value sits at
-    that alignment, padded or not, at the end of the blob or not.
+    Base64 turns each 3 bytes into 4 characters of 6 bits, base32 each 5 bytes into 8 of
+    5. Inside a larger blob, the characters straddling the value's first and last bytes
+    also depend on the neighbouring bytes, and which characters straddle depends on the
+    value's offset (mod 3 or mod 5); the characters between them (the stable core) are the
+    same wherever the value sits at that alignment, padded or not, at the end or not.
     """
+    group = 3 if bits == 6 else 5
     cores = []
-    for k in range(3):
-        encoded = base64.b64encode(b"\0" * k + data).decode("ascii")
-        first = -(-8 * k // 6)  # the first character whose 6 bits all come from `data`
-        end = 8 * (k + len(data)) // 6  # past the last such character
+    for k in range(group):
+        encoded = encode(b"\0" * k + data).decode("ascii")
+        first = -(-8 * k // bits)  # the first character whose bits all come from `data`
+        end = 8 * (k + len(data)) // bits  # past the last such character
         cores.append(encoded[first:end])
     return cores
 
@@ -90,15 +130,12 @@ def _base64_cores(data: bytes) -> list[str]:
 def _forms(value: str) -> list[tuple[str, str]]:
     """(kind, pattern) for the value and each encoding of it that differs from it."""
     data = value.encode("utf-8", "surrogatepass")
-    cores = _base64_cores(data)
-    quoted = quote(data, safe="")  # uppercase escapes, as RFC 3986 recommends
-    plus = quote_plus(data, safe="")
-    encoded = [(_EXACT, core) for core in cores]
-    encoded += [(_EXACT, core.translate(_TO_URLSAFE)) for core in cores]
-    encoded += [(_HEX, data.hex()), (_HEX, data.hex().upper())]
-    for form in (quoted, plus):
-        encoded += [(_PERCENT, form), (_PERCENT, _lower_escapes(form))]
-    forms = [(_EXACT, value)]
+    base64_cores = _cores(data, base64.b64encode, 6)
+    encoded = [(_EXACT, core) for core in base64_cores]
+    encoded += [(_EXACT, core.translate(_TO_URLSAFE)) for core in base64_cores]
+    encoded += [(_FOLD, data.hex()), (_FOLD, data.hex().upper())]
+    encoded += [(_FOLD, core) for core in _cores(data, base64.b32encode, 5)]
+    forms = [(_PLAIN, value)]
     seen = {value}
     for kind, form in encoded:
         if len(form) >= MIN_ENCODED_LEN and form not in seen:
@@ -110,15 +147,148 @@ def _forms(value: str) -> list[tuple[str, str]]:
 def encoded_forms(value: str) -> list[str]:
     """The patterns that betray `value`: itself first, then its encodings (no duplicates).
 
-    base64 and base64url stable cores at the three byte alignments, hex in lower and
-    upper case, percent-encoding (quote and quote_plus, with upper- and lowercase escapes).
-    Encodings shorter than MIN_ENCODED_LEN are left out; see there for why.
+    base64 and base64url stable cores at the three byte alignments, hex in lower and upper
+    case, base32 stable cores at the five byte alignments (found in either case).
+    Encodings shorter than MIN_ENCODED_LEN are left out; see there for why. Escaped and
+    line-wrapped forms have no patterns of their own: the scanner reads the text unescaped
+    and unwrapped.
     """
     return [form for _, form in _forms(value)]
 
 
+def _is_form(kind: str, found: str, form: str) -> bool:
+    """Is `found` (of the same length, equal once folded) really this form of a value?"""
+    if kind == _FOLD or found == form:
+        return True
+    # `+` for a space (form encoding), in a value long enough for encodings to count.
+    return (
+        kind == _PLAIN
+        and len(form.encode("utf-8", "surrogatepass")) >= MIN_ENCODED_VALUE_BYTES
+        and all(f == v or (f == "+" and v == " ") for f, v in zip(found, form, strict=True))
+    )
+
+
+def _decode_escape(match: re.Match) -> tuple[str, int] | None:
+    """What an escape (or a run of them) stands for, and how many characters of the text
+    each of its bytes (3 or 4) or UTF-16 units (-6) took; 0 for a single escape."""
+    group = match.lastgroup
+    digits = match.group(group)
+    if group == "percent":
+        return bytes.fromhex(digits.replace("%", "")).decode("utf-8", "surrogateescape"), 3
+    if group == "xbytes":
+        return bytes.fromhex(digits.replace("\\x", "")).decode("utf-8", "surrogateescape"), 4
+    if group == "utf16":
+        return bytes.fromhex(digits.replace("\\u", "")).decode("utf-16-be", "surrogatepass"), -6
+    if group == "char":
+        return _BACKSLASHED[digits], 0
+    if group == "named":
+        value = _NAMED.get(digits)
+        return (value, 0) if value else None
+    number = int(digits, 10 if group == "decref" else 16)
+    return (chr(number), 0) if number <= 0x10FFFF else None
+
+
+class _Unescaped:
+    """The text with its escapes decoded, each escape's place, and the way back."""
+
+    def __init__(self, text: str, tokens: list[tuple[int, int, int, int, str, int]]):
+        self.text = text
+        self.tokens = tokens  # (start, end) here, (start, end) in the original, decoded, unit
+        self._starts = [token[0] for token in tokens]
+
+    def original(self, at: int, is_end: bool = False) -> int:
+        """The original index of this reading's index `at` (a start, or an end if is_end)."""
+        i = bisect.bisect_right(self._starts, at) - 1
+        if i < 0:
+            return at
+        start, end, original_start, original_end, decoded, unit = self.tokens[i]
+        if at >= end:
+            return original_end + at - end
+        inside = at - start
+        if inside == 0:
+            return original_start
+        if unit > 0:
+            return original_start + unit * len(decoded[:inside].encode("utf-8", "surrogateescape"))
+        if unit < 0:
+            return original_start - unit * (len(decoded[:inside].encode("utf-16-be", "surrogatepass")) // 2)
+        return original_end if is_end else original_start  # inside one reference: all of it
+
+
+def _unescape(text: str) -> _Unescaped | None:
+    """The text with every escape decoded once, or None if it has none."""
+    pieces, tokens, at, shift = [], [], 0, 0
+    for match in _ESCAPES.finditer(text):
+        decoded = _decode_escape(match)
+        if decoded is None:
+            continue
+        start, end = match.span()
+        pieces += [text[at:start], decoded[0]]
+        tokens.append((start + shift, start + shift + len(decoded[0]), start, end, *decoded))
+        shift += len(decoded[0]) - (end - start)
+        at = end
+    if not tokens:
+        return None
+    pieces.append(text[at:])
+    return _Unescaped("".join(pieces), tokens)
+
+
+class _Unwrapped:
+    """The text with its line breaks (and the indentation after them) removed, and the way back."""
+
+    def __init__(self, text: str):
+        self.source = text
+        if _INDENTED.search(text):
+            self._breaks = _INDENTED_LINE_BREAK
+            self.text = _INDENTED_LINE_BREAK.sub("", text)
+        else:  # the same as _LINE_BREAK.sub, faster
+            self._breaks = _LINE_BREAK
+            self.text = text.replace("\r", "").replace("\n", "")
+        self._removals: tuple[list[int], list[int]] | None = None
+
+    def _removed_before(self, at: int) -> int:
+        """How many characters were removed before this reading's character `at`."""
+        if self._removals is None:  # only once something was found: most texts hold nothing
+            places, totals, total = [], [], 0
+            for match in self._breaks.finditer(self.source):
+                places.append(match.start() - total)
+                total += match.end() - match.start()
+                totals.append(total)
+            self._removals = (places, totals)
+        places, totals = self._removals
+        i = bisect.bisect_right(places, at) - 1
+        return totals[i] if i >= 0 else 0
+
+    def joins_lines(self, start: int, end: int) -> bool:
+        """Was a line break removed inside [start, end)? (If not, the source has it as is.)"""
+        return self._removed_before(end - 1) != self._removed_before(start)
+
+    def source_span(self, start: int, end: int) -> tuple[int, int]:
+        return start + self._removed_before(start), end + self._removed_before(end - 1)
+
+
+class _Patterns:
+    """An automaton over folded patterns, and what each stands for."""
+
+    def __init__(self, table: dict[str, list[tuple[str, str, str]]]):
+        self.entries = list(table.values())
+        self.longest = max(map(len, table))
+        small = sum(map(len, table)) <= DFA_MAX_PATTERN_CHARS and self.longest <= DFA_MAX_PATTERN_LEN
+        implementation = Implementation.DFA if small else Implementation.ContiguousNFA
+        self._automaton = AhoCorasick([*table, *_NEVER_FOUND], implementation=implementation)
+
+    def hits(self, reading: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, str, str]]:
+        """(start, end, name, kind) of each verified hit in reading[start:end], indexes of `reading`."""
+        piece = reading if start == 0 and end is None else reading[start:end]
+        for index, hit_start, hit_end in self._automaton.find_matches_as_indexes(_fold(piece), overlapping=True):
+            found = piece[hit_start:hit_end]
+            for name, kind, form in self.entries[index]:
+                if _is_form(kind, found, form):
+                    yield start + hit_start, start + hit_end, name, kind
+                    break
+
+
 class SecretScanner:
-    """Finds which secret, if any, a text holds, plain or encoded, in one automaton pass."""
+    """Finds which secret, if any, a text holds, plain, encoded or escaped, in one pass per reading."""
 
     def __init__(self, pairs: Iterable[tuple[str, str]]):
         # Folded pattern -> the secrets and exact forms it stands for. Several can share
@@ -128,33 +298,63 @@ class SecretScanner:
             if not value:
                 continue
             for kind, form in _forms(value):
-                # A percent form is kept with uppercase escapes, the shape checked against.
-                entry = (name, kind, _upper_escapes(form) if kind == _PERCENT else form)
                 entries = table.setdefault(_fold(form), [])
-                if entry not in entries:
-                    entries.append(entry)
-        self._entries = list(table.values())
-        self._longest = max(map(len, table), default=0)
-        self._automaton = None
-        if table:
-            small = sum(map(len, table)) <= DFA_MAX_PATTERN_CHARS and max(map(len, table)) <= DFA_MAX_PATTERN_LEN
-            implementation = Implementation.DFA if small else Implementation.ContiguousNFA
-            self._automaton = AhoCorasick(list(table), implementation=implementation)
+                if (name, kind, form) not in entries:
+                    entries.append((name, kind, form))
+        self._patterns = _Patterns(table) if table else None
+        # Values that the unwrapped reading cannot hold: with a line break (a key file), or
+        # with a space or tab first, which reads as indentation after a break.
+        broken = {
+            key: entries
+            for key, entries in table.items()
+            if any(kind == _PLAIN and (_LINE_BREAK.search(form) or form[0] in " \t") for _, kind, form in entries)
+        }
+        self._broken = _Patterns(broken) if broken else None
+
+    def _windows(self, text: str, unescaped: _Unescaped) -> Iterator[tuple[int, int]]:
+        """Merged stretches of the text around its escapes, so that any match holding part of
+        an escape lies wholly inside one (unescaping could have cut such a match apart)."""
+        reach, size = self._patterns.longest - 1, len(text)
+        current = None
+        for *_, original_start, original_end, _decoded, _unit in unescaped.tokens:
+            start, end = max(0, original_start - reach), min(size, original_end + reach)
+            if current and start <= current[1]:
+                current[1] = end
+                continue
+            if current:
+                yield tuple(current)
+            current = [start, end]
+        yield tuple(current)
 
     def spans(self, text: str) -> Iterator[tuple[int, int, str]]:
-        """(start, end, secret name) of each occurrence, in the order their ends appear."""
-        if self._automaton is None or not text:
+        """(start, end, secret name) of each occurrence, as spans of `text`.
+
+        One scan of the text read unescaped and unwrapped (only as far as it has escapes
+        and line breaks): a plain value there must not join lines. Then the text as it is
+        around its escapes, and values with line breaks in the unescaped text.
+        """
+        if self._patterns is None or not text:
             return
-        for index, start, end in self._automaton.find_matches_as_indexes(_fold(text), overlapping=True):
-            found = text[start:end]
-            for name, kind, form in self._entries[index]:
-                if (
-                    kind == _HEX
-                    or (kind == _EXACT and found == form)
-                    or (kind == _PERCENT and _upper_escapes(found) == form)
-                ):
+        unescaped = _unescape(text) if ("%" in text or "\\" in text or "&" in text) else None
+        source = unescaped.text if unescaped is not None else text
+        unwrapped = _Unwrapped(source) if ("\n" in source or "\r" in source) else None
+        for start, end, name, kind in self._patterns.hits(unwrapped.text if unwrapped else source):
+            if unwrapped is not None:
+                if kind == _PLAIN and unwrapped.joins_lines(start, end):
+                    continue  # a plain value broken across lines is not that value
+                start, end = unwrapped.source_span(start, end)
+            if unescaped is not None:
+                start, end = unescaped.original(start), unescaped.original(end, is_end=True)
+            yield start, end, name
+        if unescaped is not None:
+            for window_start, window_end in self._windows(text, unescaped):
+                for start, end, name, _kind in self._patterns.hits(text, window_start, window_end):
                     yield start, end, name
-                    break
+        if unwrapped is not None and self._broken is not None:
+            for start, end, name, _kind in self._broken.hits(source):
+                if unescaped is not None:
+                    start, end = unescaped.original(start), unescaped.original(end, is_end=True)
+                yield start, end, name
 
     def find(self, text: str) -> str | None:
         """The name of the first secret found in `text`, or None if it holds none."""
@@ -184,19 +384,19 @@ class SecretScanner:
         Read in chunks, decoded as UTF-8 incrementally (a character split across chunks
         is kept whole; bytes that are not UTF-8 become U+FFFD, which no value's forms
         contain), each chunk scanned with the end of the previous one, so a value across
-        a chunk boundary is found too.
+        a chunk boundary is found too, escaped or wrapped (MAX_CHARS_PER_READ_CHAR).
         """
-        if self._automaton is None:
+        if self._patterns is None:
             return None
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        overlap, tail = self._longest - 1, ""
+        overlap, tail = self._patterns.longest * MAX_CHARS_PER_READ_CHAR, ""
         while True:
             data = handle.read(chunk_size)
             window = tail + decoder.decode(data, final=not data)
             name = self.find(window)
             if name is not None or not data:
                 return name
-            tail = window[-overlap:] if overlap else ""
+            tail = window[-overlap:]
 
     def find_in(self, texts: Iterable[str]) -> str | None:
         """The name of the first secret found in any of `texts`, or None."""
