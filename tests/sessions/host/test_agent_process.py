@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sessions.host.egress import proxy_environment
 from sessions.host.providers import REPO
 from tests.sessions.host import Roots, a_turn, run_turn, shell
 
@@ -32,8 +33,10 @@ def test_the_agent_sees_its_secrets_and_nothing_of_the_hosts_environment(tmp_pat
     finished = run_turn(runner, a_turn(shell("cat /proc/self/environ"), session=3, secrets=SECRETS))
     assert finished["status"] == "done", finished
     environment = environment_of(finished["reply"])
+    # In bwrap the way out is the egress proxy (tests/sessions/host/test_egress_sandbox.py).
+    proxy = set(proxy_environment()) if kind == "bwrap" else set()
     assert set(environment) - {"PWD", "OLDPWD", "SHLVL", "_"} == {
-        "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "API_KEY", "DEPLOY_KEY"
+        "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "API_KEY", "DEPLOY_KEY", *proxy
     }  # fmt: skip
     assert "cvn_host-token" not in finished["reply"] and "gateway-only" not in finished["reply"]
     assert environment["TMPDIR"] == str(runner.temp_directory)

@@ -1,7 +1,9 @@
 """The egress proxy's decisions, one rule at a time, with the names' resolutions given."""
 
 import asyncio
+import http.server
 import ipaddress
+import threading
 
 import pytest
 
@@ -160,3 +162,47 @@ def test_the_gateways_are_the_urls_hosts_and_ports():
         ("127.0.0.1", 8000),
         ("calvin.example", 443),
     }
+
+
+def test_the_proxy_connects_to_the_address_it_checked_and_never_looks_the_name_up_again(tmp_path):
+    """A name known only to the proxy's resolver, answering differently the second time: the
+    page is reached, so the connection went to the checked address, and the name was asked once."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    port = httpd.server_address[1]
+    answers = [["127.0.0.1"], ["10.255.255.1"]]
+
+    async def resolve(host, port):
+        return answers.pop(0)
+
+    async def fetch() -> bytes:
+        policy = EgressPolicy.from_turn({"policy": "allowlist", "allowlist": [f"rebind.example:{port}"]})
+        p = EgressProxy(policy=policy, gateways=frozenset(), resolve=resolve, own=OWN)
+        await p.start(tmp_path / "egress.sock")
+        try:
+            reader, writer = await asyncio.open_unix_connection(tmp_path / "egress.sock")
+            writer.write(f"GET http://rebind.example:{port}/page HTTP/1.1\r\nHost: rebind.example\r\n\r\n".encode())
+            answer = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            return answer
+        finally:
+            await p.close()
+
+    try:
+        answer = asyncio.run(fetch())
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"page /page"), answer
+    assert answers == [["10.255.255.1"]]  # asked once
+    assert (tmp_path / "egress.sock").stat().st_mode & 0o777 == 0o666  # whatever uid the agent runs as
+
+
+class _Page(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(f"page {self.path}".encode())
+
+    def log_message(self, *args):
+        pass
