@@ -227,7 +227,7 @@ def main() -> None:
         for name, target in (("via host", hosted), ("direct read (gateway-local session)", local)):
             latencies = []
             for _ in range(max(1, n // 50) + 1):
-                _, tok = runner_start(session=target, host=target.host.name if target.host_id else "localhost")
+                _, tok = runner_start(session=target, host=target.host)
                 latencies += asyncio.run(call_many(url, tok, "send_file", {"path": "f.bin"}, 50))
             results[name] = latencies[3:]
         for name, latencies in results.items():

@@ -104,7 +104,7 @@ def main() -> None:
             session = session_start(workspace=workspace, owner=owner, agent=agent, title="bench")
             Session.objects.filter(id=session.id).update(host=host)
             (host_dir / "sessions" / f"session-{session.id}").mkdir(parents=True)
-            return runner_start(session=session, host=host.name)[1]
+            return runner_start(session=session, host=host)[1]
 
         arguments = {"repos": ["api"]}
         asyncio.run(host_bench.call_many(url, new_session(), "checkout_repo", arguments, 1))  # fills the cache

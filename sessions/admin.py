@@ -107,10 +107,11 @@ class RunnerAdmin(admin.ModelAdmin):
         "last_seen_at",
     ]
     list_filter = ["host", "revoked_at"]
-    search_fields = ["host", "token_hint"]
+    list_select_related = ["host"]
+    search_fields = ["host__name", "token_hint"]
     # The digest is not a secret, but nothing here should suggest a token can be recovered.
     exclude = ["token_digest"]
-    readonly_fields = ["session", "generation", "token_hint", "created_at", "revoked_at", "last_seen_at"]
+    readonly_fields = ["session", "host", "generation", "token_hint", "created_at", "revoked_at", "last_seen_at"]
     inlines = [RunnerCountInline]
     actions = ["revoke"]
 
@@ -139,7 +140,7 @@ class MessageAdmin(admin.ModelAdmin):
 class RunnerCountAdmin(admin.ModelAdmin):
     list_display = ["runner", "tool", "used"]
     list_filter = ["tool"]
-    search_fields = ["tool", "runner__host"]
+    search_fields = ["tool", "runner__host__name"]
     readonly_fields = ["runner", "tool", "used"]
 
     def has_add_permission(self, request):

@@ -54,6 +54,8 @@ def host_revoke(*, host_id: int) -> bool:
     channel = host.channel_name
     Host.objects.filter(id=host_id).update(revoked_at=timezone.now(), channel_name="", last_heartbeat_at=None)
     host_turns_requeue(host_id=host_id, reason="its host was revoked")
+    # The tokens it holds for idle sessions too: a revoked host is not trusted with any.
+    Runner.objects.filter(host_id=host_id, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if channel:
         _close_on_commit(channel, "the host's token was revoked")
     return True
@@ -63,6 +65,12 @@ def _close_on_commit(channel: str, reason: str) -> None:
     from sessions.host_link import host_channel_send
 
     transaction.on_commit(lambda: host_channel_send(channel, {"type": "host.close", "reason": reason}))
+
+
+def host_runners(host: Host):
+    """The runners this host may end: those it started, of sessions it may run."""
+    runners = Runner.objects.filter(host_id=host.id)
+    return runners.filter(session__workspace_id=host.workspace_id) if host.workspace_id else runners
 
 
 @dataclass(frozen=True)
@@ -93,11 +101,15 @@ def host_register(
     )
     stale = [turn for turn in running if turn not in still_ours]
     # A runner whose token the host no longer holds (it restarted) cannot serve its session
-    # again: the next turn starts a new generation there.
+    # again: the next turn starts a new generation there. Only runners this host row started,
+    # of its own workspace's sessions: never issued ones, nor another host's of the same name.
     held = {(int(s), int(g)) for s, g in runners}
-    for runner in Runner.objects.filter(host=host.name, revoked_at__isnull=True).only("id", "session_id", "generation"):
-        if (runner.session_id, runner.generation) not in held:
-            Runner.objects.filter(id=runner.id).update(revoked_at=now)
+    stale_runners = [
+        runner.id
+        for runner in host_runners(host).filter(revoked_at__isnull=True).only("id", "session_id", "generation")
+        if (runner.session_id, runner.generation) not in held
+    ]
+    Runner.objects.filter(id__in=stale_runners).update(revoked_at=now)
     # Turns it was running but no longer reports (it restarted mid-turn) run again.
     lost = Turn.objects.filter(host_id=host_id, status=Turn.Status.RUNNING).exclude(batch_id__in=running)
     _requeue(lost, reason="its host restarted")
@@ -237,6 +249,8 @@ def host_delete(*, host_id: int) -> bool:
     if host is None:
         return False
     host_turns_requeue(host_id=host_id, reason=f"its host {host.name} was deleted")
+    # Before the row goes: its runners would lose their host and pass for issued ones.
+    Runner.objects.filter(host_id=host_id, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if host.channel_name:
         _close_on_commit(host.channel_name, "the host was deleted")
     host.delete()

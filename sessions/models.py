@@ -112,6 +112,13 @@ class Session(models.Model):
     def __str__(self) -> str:
         return f"Session {self.pk} ({self.status})"
 
+    def may_be_decided_by(self, member) -> bool:
+        """Who decides for this session (approvals, its agent's questions): the person who
+        started it, or an owner or admin of its workspace; never a member of another."""
+        if member is None or member.workspace_id != self.workspace_id:
+            return False
+        return member.is_admin or member.id == self.owner_id
+
 
 class Turn(models.Model):
     """One message for the agent. The scheduler claims all of a session's queued turns at
@@ -153,7 +160,10 @@ class Runner(models.Model):
     """
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runners")
-    host = models.CharField(max_length=200, default="localhost")
+    # The host that started it (for a turn it was given): only that host may end it. None: a
+    # runner made with issue_token (or by `up`), run wherever its person runs it; no host
+    # ever touches it. Never identified by a name, which any admin can choose for a host.
+    host = models.ForeignKey(Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="runners")
     generation = models.PositiveIntegerField()
     token_digest = models.CharField(max_length=64, unique=True)
     token_hint = models.CharField(max_length=12, help_text="First characters of the token, for recognising it.")
@@ -167,7 +177,8 @@ class Runner(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"Runner {self.session_id}.{self.generation} on {self.host}"
+        where = f"on host {self.host}" if self.host_id else "issued (no host)"
+        return f"Runner {self.session_id}.{self.generation} {where}"
 
     @property
     def is_active(self) -> bool:

@@ -111,10 +111,10 @@ def _runner_for(session: Session, host: Host) -> tuple[Runner, str | None]:
     """The session's runner on this host, or a new generation (with its token) when it has none."""
     from sessions.services import runner_start
 
-    current = session.runners.filter(revoked_at__isnull=True, host=host.name).order_by("-generation").first()
+    current = session.runners.filter(revoked_at__isnull=True, host=host).order_by("-generation").first()
     if current is not None:
         return current, None
-    return runner_start(session=session, host=host.name)
+    return runner_start(session=session, host=host)
 
 
 def _tell_once(session: Session, turn: Turn, text: str) -> None:

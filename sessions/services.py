@@ -9,7 +9,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from sessions.instructions import session_instructions_write
-from sessions.models import Message, Runner, RunnerCount, Session, Thread, Turn
+from sessions.models import Host, Message, Runner, RunnerCount, Session, Thread, Turn
 from sessions.scheduling import hosts_wake_on_commit
 from sessions.tokens import token_digest, token_new
 from tools.limits import PER_RUNNER
@@ -171,11 +171,14 @@ def agent_inbox_session(*, agent, owner_id: int | None = None) -> Session:
 
 
 @transaction.atomic
-def runner_start(*, session: Session, host: str = "localhost") -> tuple[Runner, str]:
+def runner_start(*, session: Session, host: Host | None = None) -> tuple[Runner, str]:
     """A new runner generation for the session; earlier generations' tokens are revoked.
+    `host`: the host starting it for a turn (only it may end it later); None for issue_token's.
 
     Returns the runner and its token, which is not stored and cannot be shown again.
     """
+    if host is not None and host.workspace_id not in (None, session.workspace_id):
+        raise ValueError(f"host {host.name} runs only its own workspace's sessions, not session {session.id}")
     Session.objects.select_for_update().filter(id=session.id).first()  # serialise generations
     latest = session.runners.aggregate(latest=Max("generation"))["latest"] or 0
     session.runners.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())

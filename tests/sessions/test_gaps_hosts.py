@@ -206,7 +206,7 @@ def test_an_idle_session_whose_host_lapsed_runs_on_another_host(workspace):
     # Lapsed, before any sweep has seen it (a sweep clears its heartbeat: the revoke test below).
     assert [t["session"] for t in turns_claim(host_id=other.id)] == [session.id]
     runners = list(Runner.objects.filter(session=session).order_by("generation"))
-    assert [(r.host, r.revoked_at is None) for r in runners] == [("home", False), ("other", True)]
+    assert [(r.host.name, r.revoked_at is None) for r in runners] == [("home", False), ("other", True)]
     session.refresh_from_db()
     assert session.host_id == other.id
 

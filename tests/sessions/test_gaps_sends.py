@@ -39,7 +39,7 @@ def on_host(hosts, workspace, gateway):
     say(session, "warm up")
     wait_for(lambda: agent_texts(session) == ["ready"], timeout=30)
     session.refresh_from_db()
-    runner, token = runner_start(session=session, host=session.host.name)
+    runner, token = runner_start(session=session, host=session.host)
     agent = McpAgent(session=session, runner=runner, token=token, url=f"{gateway}/mcp")
     return host, host.session_directory(session.id), agent
 

@@ -9,8 +9,8 @@ from websockets.exceptions import ConnectionClosed
 
 from calvin.workspaces.models import Member
 from sessions.hosts import host_create
-from sessions.models import Host, Message, Session, Turn
-from sessions.services import message_post_by_person, session_start
+from sessions.models import Host, Message, Runner, Session, Turn
+from sessions.services import message_post_by_person, runner_start, session_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -181,3 +181,61 @@ def test_a_host_back_with_a_turn_that_now_runs_elsewhere_is_told_to_stop_it(gate
     stop = run(gateway, token, script)
     assert stop["turn"] == claimed["turn"]
     assert Turn.objects.get(id=claimed["turn"]).host_id == elsewhere.id  # still the other host's
+
+
+def _runner_live(runner) -> bool:
+    return Runner.objects.get(id=runner.id).revoked_at is None
+
+
+def test_a_host_named_localhost_revokes_only_the_runners_it_started_of_its_own_workspace(
+    gateway, workspace, other_workspace, stranger_member
+):
+    """Issued runners were once labelled "localhost": a host of workspace B with that name,
+    registering with no runners, ends only its own stale ones, never A's (issued or A-host's)."""
+    owner = Member.objects.filter(workspace=workspace).first()
+    issued, _ = runner_start(session=session_start(workspace=workspace, owner=owner, title="issued"))
+    acme_host, _ = host_create(name="acme-host", workspace=workspace)
+    acme_hosted, _ = runner_start(session=session_start(workspace=workspace, owner=owner, title="a"), host=acme_host)
+    # B's host started a runner of an Acme session while it served every workspace, then was made Globex's.
+    globex_host, token = host_create(name="localhost")
+    from_before, _ = runner_start(session=session_start(workspace=workspace, owner=owner, title="b"), host=globex_host)
+    Host.objects.filter(id=globex_host.id).update(workspace=other_workspace)
+    globex_host.refresh_from_db()
+    globex_issued, _ = runner_start(session=session_start(workspace=other_workspace, owner=stranger_member))
+    stale, _ = runner_start(session=session_start(workspace=other_workspace, owner=stranger_member), host=globex_host)
+    held, _ = runner_start(session=session_start(workspace=other_workspace, owner=stranger_member), host=globex_host)
+
+    async def script(ws):
+        runners = [{"session": held.session_id, "generation": held.generation}]
+        await ws.send(json.dumps({"type": "register", "name": "localhost", "capacity": 1, "runners": runners}))
+        return await next_of(ws, "registered")
+
+    assert run(gateway, token, script)["host"] == globex_host.id
+    assert _runner_live(issued) and _runner_live(acme_hosted) and _runner_live(from_before)
+    assert _runner_live(globex_issued)  # its own workspace's, but issued: no host's to end
+    assert not _runner_live(stale)  # its own, and it no longer holds the token
+    assert _runner_live(held)
+
+
+def test_a_host_of_one_workspace_never_starts_a_runner_for_another(workspace, other_workspace):
+    globex_host, _ = host_create(name="globex-only", workspace=other_workspace)
+    owner = Member.objects.filter(workspace=workspace).first()
+    session = session_start(workspace=workspace, owner=owner, title="acme")
+    with pytest.raises(ValueError, match="runs only its own workspace's sessions"):
+        runner_start(session=session, host=globex_host)
+    assert not Runner.objects.filter(session=session).exists()
+
+
+@pytest.mark.parametrize("end", ["revoke", "delete"])
+def test_a_revoked_or_deleted_host_ends_its_runners_and_only_its_own(workspace, end):
+    from sessions.hosts import host_delete, host_revoke
+
+    owner = Member.objects.filter(workspace=workspace).first()
+    doomed, _ = host_create(name="doomed")
+    other, _ = host_create(name="other")
+    idle, _ = runner_start(session=session_start(workspace=workspace, owner=owner, title="idle"), host=doomed)
+    elsewhere, _ = runner_start(session=session_start(workspace=workspace, owner=owner, title="o"), host=other)
+    issued, _ = runner_start(session=session_start(workspace=workspace, owner=owner, title="issued"))
+    assert (host_revoke if end == "revoke" else host_delete)(host_id=doomed.id)
+    assert not _runner_live(idle)  # no turn ran: only its host held the token, and it is not trusted now
+    assert _runner_live(elsewhere) and _runner_live(issued)

@@ -105,7 +105,7 @@ def test_a_host_killed_mid_turn_its_turn_completes_on_another_host_as_a_new_gene
     runners = list(Runner.objects.filter(session=session).order_by("generation"))
     assert [r.generation for r in runners] == [1, 2]
     assert runners[0].id == first_runner.id and runners[0].revoked_at is not None
-    assert runners[1].host == "survivor" and turn.runner_id == runners[1].id
+    assert runners[1].host.name == "survivor" and turn.runner_id == runners[1].id
 
 
 def test_messages_sent_during_a_turn_reach_the_next_turn_in_order(hosts, workspace):
@@ -266,7 +266,7 @@ def test_a_host_on_another_web_process_answers_through_the_channel_layer(workspa
             wait_for(lambda: agent_texts(session) == ["ready"], timeout=30)
             (handle.session_directory(session.id) / "b.txt").write_bytes(b"from the host behind B")
             session.refresh_from_db()
-            _, token = runner_start(session=session, host=session.host.name)
+            _, token = runner_start(session=session, host=session.host)
             agent = TestAgent(session=session, runner=None, token=token, url=f"{gateway}/mcp")  # process A
             result = agent.call("send_file", {"path": "b.txt"})
             assert not result.is_error, text_of(result)

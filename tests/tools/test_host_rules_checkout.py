@@ -42,7 +42,7 @@ def on_host(gateway, *sessions) -> list[Agent]:
     for session in sessions:
         session.refresh_from_db()
         assert session.host_id is not None
-        runner, token = runner_start(session=session, host=session.host.name)
+        runner, token = runner_start(session=session, host=session.host)
         agents.append(Agent(session=session, runner=runner, token=token, url=f"{gateway}/mcp"))
     return agents
 

@@ -13,16 +13,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("session", type=int, help="Session id")
-        parser.add_argument("--host", default="localhost", help="The runner's host name")
         parser.add_argument("--url", default="http://127.0.0.1:8000", help="The gateway's base URL, for --mcp-json")
         parser.add_argument("--mcp-json", action="store_true", help="Print a .mcp.json for Claude Code instead")
 
-    def handle(self, *args, session, host, url, mcp_json, **options):
+    def handle(self, *args, session, url, mcp_json, **options):
         try:
             target = Session.objects.get(id=session)
         except Session.DoesNotExist:
             raise CommandError(f"no session {session}") from None
-        runner, token = runner_start(session=target, host=host)
+        runner, token = runner_start(session=target)  # no host's: none of them may end it
         if mcp_json:
             tool_sets = target.agent.tool_sets if target.agent else None
             self.stdout.write(json.dumps(mcp_json_for(url=url, token=token, tool_sets=tool_sets), indent=2))

@@ -94,7 +94,7 @@ class Command(BaseCommand):
         demo = demo_ensure(can_show_password=self.stdout.isatty())
         claude_code = claude_code_logged_in()
         talk = demo_agent_ensure(workspace=demo.workspace, owner=demo.session.owner, claude_code=claude_code)
-        runner, token = runner_start(session=demo.session, host="localhost")
+        runner, token = runner_start(session=demo.session)  # the demo token is issued: no host may end it
         base = settings.CALVIN_PUBLIC_URL.rstrip("/") or f"http://{host}:{port}"
         # Links agents are given (a spawned thread, a read_thread URL) point where this gateway listens.
         settings.CALVIN_PUBLIC_URL = base
