@@ -16,7 +16,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 from starlette.applications import Starlette
 
-from tools.asgi_json import send_json_response
+from tools.asgi_json import JsonRpcIdCheck, send_json_response
 from tools.auth import SCOPE_KEY, RunnerTokenAuth, caller_from_context
 from tools.availability import CALVIN, NANOCLAW, OFFERED, definition_needed, host_has_definition, tool_offered
 from tools.errors import ToolRefused
@@ -199,4 +199,5 @@ def build_http_app(mode: str | None = None):
                 await stack.enter_async_context(mcp.session_manager.run())
             yield
 
-    return McpPostOnly(RunnerTokenAuth(ToolSetRouter(apps))), Starlette(lifespan=lifespan)
+    # The id is checked after auth, so only a runner's requests are read before the SDK reads them.
+    return McpPostOnly(RunnerTokenAuth(JsonRpcIdCheck(ToolSetRouter(apps)))), Starlette(lifespan=lifespan)

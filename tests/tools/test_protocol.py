@@ -234,3 +234,51 @@ def test_the_public_name_is_served_and_no_other(agent, public_gateway):
     assert post("127.0.0.1") == 421  # not in this gateway's ALLOWED_HOSTS
     assert post("calvin.example.com.evil.example") == 421
     assert post("calvin.example.com", origin="https://evil.example") == 403
+
+
+SERVER_PATHS = ["/mcp", "/mcp/nanoclaw"]
+# Request ids JSON-RPC (and MCP: a string or an integer, never null) does not allow.
+BAD_IDS = ["NaN", "Infinity", "-Infinity", "{}", '{"a": 1}', "[]", "[1]", "null", "true", "1.5", "1e3"]
+
+
+def post_to(agent, path: str, body: str):
+    url = agent.url.rsplit("/mcp", 1)[0] + path
+    return httpx2.post(
+        url,
+        content=body.encode(),
+        headers={"authorization": f"Bearer {agent.token}", "content-type": "application/json", "accept": ACCEPT},
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize("path", SERVER_PATHS)
+@pytest.mark.parametrize("request_id", BAD_IDS)
+def test_a_request_id_that_is_not_a_string_or_an_integer_is_an_invalid_request(agent, path, request_id):
+    """Not a silent 202 (the SDK would take such a request for a notification and drop it):
+    a JSON-RPC error with a null id, since the id sent cannot be echoed."""
+    (agent.directory / "ok.txt").write_text("never sent")
+    body = (
+        '{"jsonrpc": "2.0", "id": ' + request_id + ', "method": "tools/call", '
+        '"params": {"name": "send_file", "arguments": {"path": "ok.txt", "to": "thread"}}}'
+    )
+    response = post_to(agent, path, body)
+    assert response.status_code == 400, (response.status_code, response.text[:200])
+    answer = response.json()
+    assert answer["jsonrpc"] == "2.0" and answer["id"] is None, answer
+    assert answer["error"]["code"] == -32600, answer
+    assert answer["error"]["message"] == "Invalid Request: the id must be a string or an integer", answer
+
+
+@pytest.mark.parametrize("path", SERVER_PATHS)
+@pytest.mark.parametrize("request_id", ["7", "0", "-3", '"abc"', '""', "9007199254740993"])
+def test_string_and_integer_ids_are_answered_with_the_same_id(agent, path, request_id):
+    response = post_to(agent, path, '{"jsonrpc": "2.0", "id": ' + request_id + ', "method": "tools/list"}')
+    assert response.status_code == 200, response.text[:200]
+    assert response.json()["id"] == json.loads(request_id)
+    assert response.json()["result"]["tools"]
+
+
+@pytest.mark.parametrize("path", SERVER_PATHS)
+def test_a_notification_without_an_id_is_still_accepted(agent, path):
+    response = post_to(agent, path, '{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    assert response.status_code == 202, response.text[:200]
