@@ -133,11 +133,9 @@ def approval_expiry_bound(*, approval: PendingApproval, seconds: float) -> Pendi
 
 
 def approval_may_decide(*, member, approval: PendingApproval) -> bool:
-    """The person who started the session, or an owner or admin of its workspace."""
-    session = approval.session
-    if member is None or member.workspace_id != session.workspace_id:
-        return False
-    return member.is_admin or member.id == session.owner_id
+    """The person who started the session, or an owner or admin of its workspace (the rule
+    the session's questions follow too: Session.may_be_decided_by)."""
+    return approval.session.may_be_decided_by(member)
 
 
 def _already(approval: PendingApproval) -> str:

@@ -282,7 +282,8 @@ def test_link_buttons_and_foreign_buttons_are_just_acknowledged(slack_agent, sla
 # Questions
 
 
-def test_a_question_is_answered_from_slack(slack_agent, slack_sender, standin, owner):
+def test_a_question_is_answered_from_slack(slack_agent, slack_sender, standin, owner, workspace):
+    admin = Member.objects.create(workspace=workspace, slack_user_id="U0ADMIN", role=Member.Role.ADMIN)
     options = ["Yes", {"label": "Ship it", "selectedLabel": "Shipped", "value": "ship-7"}, "Wait"]
     future = ask(slack_agent, title="Release 7", question="Ship release 7 now?", options=options, timeout=60)
     question = wait_for(lambda: Question.objects.filter(tool_call__session=slack_agent.session).first(), timeout=20)
@@ -292,17 +293,39 @@ def test_a_question_is_answered_from_slack(slack_agent, slack_sender, standin, o
     assert element["action_id"] == f"question:{question.tool_call_id}:1"
     posted, card_ts = posted_button(standin, f"question:{question.tool_call_id}:", "1")
     assert posted == element
-    press(slack_sender, element, user="U0PLAIN", message_ts=card_ts)  # any member of the workspace may answer
+    press(slack_sender, element, user="U0ADMIN", message_ts=card_ts)  # a workspace admin, not its starter
     result = future.result(timeout=20)
     assert not result.is_error, text_of(result)
     assert text_of(result) == "ship-7"
-    assert ephemeral_to(standin, "U0PLAIN").params["text"] == "Answered: Shipped"
+    assert ephemeral_to(standin, "U0ADMIN").params["text"] == "Answered: Shipped"
     question.refresh_from_db()
-    assert (question.status, question.answer_index, question.answered_by.slack_user_id) == ("answered", 1, "U0PLAIN")
-    card_updated(standin, card_ts, "Answered by U0PLAIN")
+    assert (question.status, question.answer_index, question.answered_by_id) == ("answered", 1, admin.id)
+    card_updated(standin, card_ts, "Answered by U0ADMIN")
 
     press(slack_sender, element, user=OWNER)
-    assert ephemeral_to(standin, OWNER).params["text"] == "Nothing changed: already answered by U0PLAIN: Ship it"
+    assert ephemeral_to(standin, OWNER).params["text"] == "Nothing changed: already answered by U0ADMIN: Ship it"
+
+
+def test_a_plain_member_or_another_team_is_refused_ephemerally_and_the_question_stays_open(
+    slack_agent, slack_sender, standin, owner, globex_team
+):
+    future = ask(slack_agent, title="Release 7", question="Ship?", options=["Yes", "No"], timeout=60)
+    question = wait_for(lambda: Question.objects.filter(tool_call__session=slack_agent.session).first(), timeout=20)
+    element, card_ts = posted_button(standin, f"question:{question.tool_call_id}:", "0")
+    press(slack_sender, element, user="U0PLAIN", message_ts=card_ts)
+    assert ephemeral_to(standin, "U0PLAIN").params["text"] == (
+        "Nothing changed: only the person who started this session or an owner or admin of its workspace can answer"
+    )
+    # Globex's owner, through Globex's team: no thread of theirs holds this card.
+    press(slack_sender, element, user="U0GLOBEX", team="T0002", message_ts=card_ts)
+    text = ephemeral_to(standin, "U0GLOBEX").params["text"]
+    assert text == "Nothing changed: this card belongs to no Calvin thread of this workspace"
+    worker_drain()
+    question.refresh_from_db()
+    assert (question.status, question.answered_by) == ("open", None) and not future.done()
+    assert not [c for c in standin.calls_of("chat.update") if c.params["ts"] == card_ts]  # the card still asks
+    press(slack_sender, element, user=OWNER, message_ts=card_ts)
+    assert text_of(future.result(timeout=20)) == "Yes"
 
 
 def test_an_answer_quoting_a_secret_set_after_the_question_is_redacted(slack_agent, slack_sender, standin, owner):

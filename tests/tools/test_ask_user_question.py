@@ -131,6 +131,7 @@ def test_a_tap_returns_the_tapped_options_value(agent, gateway, index, value, sh
 
 
 def test_a_second_tap_is_told_who_answered_and_changes_nothing(agent, gateway, plain_member):
+    Member.objects.filter(id=plain_member.id).update(role=Member.Role.ADMIN)  # a workspace admin may answer
     future = ask(agent)
     card = posted_card(agent)
     with logged_in(gateway, "member", MEMBER_PASSWORD) as http:
@@ -142,6 +143,36 @@ def test_a_second_tap_is_told_who_answered_and_changes_nothing(agent, gateway, p
     assert response.json() == {"ok": False, "text": "already answered by member: Wait"}
     question = Question.objects.get(tool_call_id=card.tool_call_id)
     assert (question.answer_index, question.answered_by_id) == (2, plain_member.id)
+
+
+def test_a_plain_member_is_refused_inline_and_a_workspace_admin_answers(agent, gateway, plain_member):
+    """The rule of approvals: the session's owner or a workspace owner or admin decides."""
+    future = ask(agent)
+    card = posted_card(agent)
+    with logged_in(gateway, "member", MEMBER_PASSWORD) as http:
+        response = tap(http, card.thread_id, card.tool_call_id, 1)
+        assert response.status_code == 409
+        assert response.json() == {"ok": False, "text": questions.WHO_MAY_ANSWER}
+        assert Question.objects.get(tool_call_id=card.tool_call_id).status == "open" and not future.done()
+        card.refresh_from_db()
+        assert notes(card) == [] and not any(b.get("disabled") for b in buttons(card))  # the card still asks
+
+        Member.objects.filter(id=plain_member.id).update(role=Member.Role.ADMIN)
+        response = tap(http, card.thread_id, card.tool_call_id, 1)
+    assert response.status_code == 200 and response.json()["text"] == "Answered: Shipped"
+    assert text_of(future.result(timeout=20)) == "ship"
+    assert Question.objects.get(tool_call_id=card.tool_call_id).answered_by_id == plain_member.id
+
+
+def test_the_plain_member_who_started_the_session_answers_its_question(agent, gateway, plain_member):
+    from sessions.models import Session
+
+    Session.objects.filter(id=agent.session.id).update(owner=plain_member)
+    future = ask(agent)
+    card = posted_card(agent)
+    with logged_in(gateway, "member", MEMBER_PASSWORD) as http:
+        assert tap(http, card.thread_id, card.tool_call_id, 0).status_code == 200
+    assert text_of(future.result(timeout=20)) == "Yes"
 
 
 def test_of_eight_concurrent_taps_exactly_one_wins(agent, gateway):

@@ -382,14 +382,24 @@ def _answer(*, question: Question, member, index: int, via: str) -> tuple[bool, 
         return False, current
 
 
+WHO_MAY_ANSWER = "only the person who started this session or an owner or admin of its workspace can answer"
+
+
 def question_answer_pressed(*, thread, member, target_id: int, value: str, via: str) -> str:
-    """A button on a question card (calvin.dashboard.actions): the first tap by a member of the
-    thread's workspace answers it; any other press changes nothing and says why."""
+    """A button on a question card (calvin.dashboard.actions): the first tap by someone who
+    decides for the session (as for approvals) answers it; any other press changes nothing
+    and says why."""
     if member.workspace_id != thread.workspace_id:
         raise ActionRefused("only members of this thread's workspace can answer")
-    question = Question.objects.filter(tool_call_id=target_id, tool_call__session__thread_id=thread.id).first()
+    question = (
+        Question.objects.filter(tool_call_id=target_id, tool_call__session__thread_id=thread.id)
+        .select_related("tool_call__session")
+        .first()
+    )
     if question is None:
         raise ActionRefused("there is no such question in this thread")
+    if not question.tool_call.session.may_be_decided_by(member):
+        raise ActionRefused(WHO_MAY_ANSWER)
     index = _option_index(question, value)
     won, current = _answer(question=question, member=member, index=index, via=via)
     if won:
