@@ -1,8 +1,14 @@
-"""The outbound secret check: every encoding at every alignment, one pass for many secrets."""
+"""The outbound secret check: every encoding at every alignment, every escape in any mix,
+wrapped or not, one pass for many secrets."""
 
 import base64
+import html.entities
 import io
+import json
+import random
 import re
+import string
+import textwrap
 import time
 from urllib.parse import quote, quote_plus
 
@@ -12,6 +18,7 @@ from hypothesis import strategies as st
 
 from secrets_vault.scanner import (
     DFA_MAX_PATTERN_CHARS,
+    MAX_CHARS_PER_READ_CHAR,
     MIN_ENCODED_LEN,
     SecretScanner,
     encoded_forms,
@@ -26,29 +33,143 @@ def lower_escapes(text: str) -> str:
     return re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), text)
 
 
+def random_case(text: str, rnd: random.Random) -> str:
+    return "".join(c.upper() if rnd.random() < 0.5 else c.lower() for c in text)
+
+
+def percent_mix(blob: bytes, rnd: random.Random) -> str:
+    """Each byte raw (where a URL may carry it raw) or %XX in either case, spaces as + or %20."""
+    out = []
+    for byte in blob:
+        char = chr(byte)
+        if byte < 0x80 and (char.isalnum() or char in "-._~!$'()*,;:@/?") and rnd.random() < 0.5:
+            out.append(char)
+        elif char == " " and rnd.random() < 0.5:
+            out.append("+")
+        else:
+            out.append("%" + random_case(f"{byte:02X}", rnd))
+    return "".join(out)
+
+
+def json_mix(text: str, rnd: random.Random) -> str:
+    """A JSON string: each character raw or \\uXXXX (a pair beyond the BMP) in either case."""
+    out = []
+    for char in text:
+        if char in '"\\' or ord(char) < 0x20 or rnd.random() < 0.5:
+            units = char.encode("utf-16-be", "surrogatepass")
+            out.append("".join("\\u" + random_case(units[i : i + 2].hex(), rnd) for i in range(0, len(units), 2)))
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+NAMES = {value: name for name, value in html.entities.html5.items() if name.endswith(";") and len(name) <= 11}
+
+
+def html_mix(text: str, rnd: random.Random) -> str:
+    """Each character raw, &#NN;, &#xHH; (either case) or its named reference where it has one."""
+    out = []
+    for char in text:
+        choice = rnd.random()
+        if char in NAMES and choice < 0.25:
+            out.append("&" + NAMES[char])
+        elif choice < 0.5 or char in "&<":
+            out.append(f"&#{ord(char)};")
+        elif choice < 0.75:
+            out.append(f"&#{rnd.choice('xX')}{random_case(f'{ord(char):x}', rnd)};")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def backslash_x_mix(blob: bytes, rnd: random.Random) -> str:
+    """C/shell-style bytes: each ASCII byte raw or \\xHH, every other byte \\xHH."""
+    return "".join(
+        chr(b) if 0x20 < b < 0x7F and chr(b) != "\\" and rnd.random() < 0.5 else "\\x" + random_case(f"{b:02x}", rnd)
+        for b in blob
+    )
+
+
+def wrap(encoded: str, width: int, newline: str = "\n", indent: str = "") -> str:
+    return newline.join(indent + line for line in textwrap.wrap(encoded, width))
+
+
 # Each encodes a whole blob (prefix + value + suffix), as an agent would encode a file.
 ENCODERS = {
-    "base64": lambda blob: base64.b64encode(blob).decode(),
-    "base64 unpadded": lambda blob: base64.b64encode(blob).decode().rstrip("="),
-    "base64url": lambda blob: base64.urlsafe_b64encode(blob).decode(),
-    "hex": lambda blob: blob.hex(),
-    "HEX": lambda blob: blob.hex().upper(),
-    "percent": lambda blob: quote(blob, safe=""),
-    "percent plus": lambda blob: quote_plus(blob, safe=""),
-    "percent lowercase escapes": lambda blob: lower_escapes(quote(blob, safe="")),
+    "base64": lambda blob, rnd: base64.b64encode(blob).decode(),
+    "base64 unpadded": lambda blob, rnd: base64.b64encode(blob).decode().rstrip("="),
+    "base64url": lambda blob, rnd: base64.urlsafe_b64encode(blob).decode(),
+    "base64 MIME (76, CRLF)": lambda blob, rnd: wrap(base64.b64encode(blob).decode(), 76, "\r\n"),
+    "base64 PEM (64)": lambda blob, rnd: f"-----BEGIN KEY-----\n{wrap(base64.b64encode(blob).decode(), 64)}\n-----END",
+    "base64 indented in YAML": lambda blob, rnd: "key: |\n" + wrap(base64.b64encode(blob).decode(), 64, "\n", "    "),
+    "base64 PEM in a JSON string": lambda blob, rnd: json.dumps(wrap(base64.b64encode(blob).decode(), 64)),
+    "base64 percent-encoded": lambda blob, rnd: quote(base64.b64encode(blob).decode(), safe=""),
+    "base32": lambda blob, rnd: base64.b32encode(blob).decode(),
+    "base32 lowercase unpadded": lambda blob, rnd: base64.b32encode(blob).decode().lower().rstrip("="),
+    "hex": lambda blob, rnd: blob.hex(),
+    "HEX": lambda blob, rnd: blob.hex().upper(),
+    "hex in mixed case": lambda blob, rnd: random_case(blob.hex(), rnd),
+    "hex wrapped (xxd -p)": lambda blob, rnd: wrap(blob.hex(), 60),
+    "percent": lambda blob, rnd: quote(blob, safe=""),
+    "percent plus": lambda blob, rnd: quote_plus(blob, safe=""),
+    "percent lowercase escapes": lambda blob, rnd: lower_escapes(quote(blob, safe="")),
+    "percent every byte": lambda blob, rnd: "".join(f"%{b:02X}" for b in blob),
+    "percent every byte, lowercase": lambda blob, rnd: "".join(f"%{b:02x}" for b in blob),
+    "percent, any mix": percent_mix,
+    "\\x bytes, any mix": backslash_x_mix,
 }
+
+
+def _units(text: str) -> list[bytes]:
+    data = text.encode("utf-16-be", "surrogatepass")
+    return [data[i : i + 2] for i in range(0, len(data), 2)]
+
+
+# Each escapes a whole text (prefix + value + suffix).
+TEXT_ENCODERS = {
+    "JSON \\u, every character": lambda text, rnd: '"' + "".join(f"\\u{u.hex()}" for u in _units(text)) + '"',
+    "JSON \\u, any mix and case": json_mix,
+    "JSON as json.dumps writes it": lambda text, rnd: json.dumps(text),
+    "HTML references, any mix": html_mix,
+    "HTML decimal references": lambda text, rnd: "".join(f"&#{ord(c)};" for c in text),
+}
+
 
 # Values of 7 UTF-8 bytes or more keep all their encoded forms (MIN_ENCODED_LEN = 8).
 values = st.text(min_size=1, max_size=40).filter(lambda v: len(v.encode()) >= 7)
 surrounding = st.text(max_size=30)
+# Words around an encoded blob: nothing that could join an escape or a base64 run.
+words = st.text(alphabet=" .,:;!?()[]{}", max_size=10)
 
 
 @pytest.mark.parametrize("encoder", ENCODERS)
 @examples
-@given(value=values, prefix=st.binary(max_size=8), suffix=st.binary(max_size=8), before=surrounding, after=surrounding)
-def test_every_encoding_at_every_offset_is_found(encoder, value, prefix, suffix, before, after):
+@given(
+    value=values,
+    prefix=st.binary(max_size=8),
+    suffix=st.binary(max_size=8),
+    before=words,
+    after=words,
+    rnd=st.randoms(use_true_random=False),
+)
+def test_every_encoding_at_every_offset_is_found(encoder, value, prefix, suffix, before, after, rnd):
     blob = prefix + value.encode() + suffix
-    text = before + ENCODERS[encoder](blob) + after
+    text = before + ENCODERS[encoder](blob, rnd) + after
+    assert SecretScanner([("API_KEY", value)]).find(text) == "API_KEY"
+
+
+@pytest.mark.parametrize("encoder", TEXT_ENCODERS)
+@examples
+@given(
+    value=values,
+    prefix=surrounding,
+    suffix=surrounding,
+    before=words,
+    after=words,
+    rnd=st.randoms(use_true_random=False),
+)
+def test_every_escape_in_any_mix_is_found(encoder, value, prefix, suffix, before, after, rnd):
+    text = before + TEXT_ENCODERS[encoder](prefix + value + suffix, rnd) + after
     assert SecretScanner([("API_KEY", value)]).find(text) == "API_KEY"
 
 
@@ -229,3 +350,290 @@ def test_redact_replaces_every_form_and_merges_overlaps():
     redacted = scanner.redact(text)
     assert redacted == "a [redacted] b [redacted] c [redacted] d"
     assert scanner.redact("nothing here") == "nothing here"
+
+
+# One case per escape and reading, each failing when its handling is taken out.
+
+TOKEN = "Sk-Live/Token+Value 42"  # reserved characters, both cases, a space and a plus
+
+
+def escaped_bytes(value: str, template: str) -> str:
+    return "".join(template.format(b) for b in value.encode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        escaped_bytes(TOKEN, "%{:02X}"),
+        escaped_bytes(TOKEN, "%{:02x}"),
+        "Sk%2dLive%2FT%6F%6Ben%2BValue%2042",  # some bytes raw, some escaped, hex digits in both cases
+        "Sk-Live/Token%2BValue+42",  # form encoding: + for the space
+    ],
+    ids=["every byte", "every byte lowercase", "partial mix", "plus for space"],
+)
+def test_percent_encoding_byte_by_byte(text):
+    scanner = SecretScanner([("TOKEN", TOKEN)])
+    assert scanner.find(f"GET /cb?t={text}&x=1") == "TOKEN"
+    assert scanner.redact(f"GET /cb?t={text}&x=1") == "GET /cb?t=[redacted]&x=1"
+
+
+def test_a_plus_is_a_space_only_where_the_value_has_a_space():
+    scanner = SecretScanner([("TOKEN", TOKEN)])
+    assert scanner.find("Sk-Live/Token Value 42") is None  # the value's + is not a space
+    assert scanner.find("Sk-Live/Token+Value+42") == "TOKEN"
+    # Too short for encodings to count: only itself.
+    assert SecretScanner([("PIN", "a b c")]).find("a+b+c") is None
+    assert SecretScanner([("PIN", "a b c")]).find("x a b c") == "PIN"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"' + "".join(f"\\u{ord(c):04x}" for c in TOKEN) + '"',
+        '"' + "".join(f"\\u{ord(c):04X}" for c in TOKEN) + '"',
+        '{"k": "Sk-L\\u0069ve\\/Tok\\u0065n+Value\\u002042"}',
+    ],
+    ids=["every character", "uppercase digits", "mix with \\/"],
+)
+def test_json_unicode_escapes(text):
+    scanner = SecretScanner([("TOKEN", TOKEN)])
+    assert scanner.find(text) == "TOKEN"
+
+
+def test_json_surrogate_pairs_and_control_characters():
+    value = "emoji-😀-tab\there"
+    scanner = SecretScanner([("E", value)])
+    assert json.dumps(value) == '"emoji-\\ud83d\\ude00-tab\\there"'
+    assert scanner.find(json.dumps(value)) == "E"
+    assert scanner.find(json.dumps(value).upper().replace("\\T", "\\t").replace("\\U", "\\u")) is None  # case is data
+    assert scanner.find('"emoji-\\uD83D\\uDE00-tab\\u0009here"') == "E"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "".join(f"&#{ord(c)};" for c in TOKEN),
+        "".join(f"&#x{ord(c):x};" for c in TOKEN),
+        "".join(f"&#X{ord(c):X};" for c in TOKEN),
+        "&#83;k-Live&sol;Token&plus;Value&#32;42",
+        "&#0083;k-Live&#47Token+Value 42",  # leading zeros, a reference without its ;
+    ],
+    ids=["decimal", "hex", "HEX", "named", "zeros and no semicolon"],
+)
+def test_html_character_references(text):
+    assert SecretScanner([("TOKEN", TOKEN)]).find(f"<p title='{text}'>") == "TOKEN"
+
+
+def test_html_named_references_of_markup_characters():
+    value = "a<b>&\"c'd-e"
+    scanner = SecretScanner([("M", value)])
+    assert scanner.find("a&lt;b&gt;&amp;&quot;c&apos;d-e") == "M"
+    assert scanner.find("a&LT;b&GT;&AMP;&QUOT;c&#39;d-e") == "M"  # HTML5 names these in capitals too
+    assert scanner.find("a&lt;b&gt;&amp;&notaname;c&apos;d-e") is None
+
+
+def test_backslash_escapes():
+    scanner = SecretScanner([("TOKEN", TOKEN)])
+    assert scanner.find(escaped_bytes(TOKEN, "\\x{:02x}")) == "TOKEN"
+    assert scanner.find("\\U00000053k-Live/Token+Value 42") == "TOKEN"
+    accented = SecretScanner([("A", "clé-secrète")])
+    assert accented.find(escaped_bytes("clé-secrète", "\\x{:02X}")) == "A"  # UTF-8 bytes, as printf writes them
+    assert SecretScanner([("Q", 'say "hi" \\ bye')]).find('"say \\"hi\\" \\\\ bye"') == "Q"
+
+
+def test_an_escape_can_not_hide_a_value_it_is_next_to():
+    # Read unescaped, "%41" takes the value's first digits: the text as it is must be read too.
+    value = "41bc-secret-value"
+    scanner = SecretScanner([("V", value)])
+    for text in ("%41bc-secret-value", "&#x41bc-secret-value", "\\x41bc-secret-value", "\\u41bc-secret-value"):
+        assert scanner.find(text) == "V", text
+        assert scanner.redact(text) != text
+
+
+def test_a_value_that_looks_escaped_is_found_as_it_is():
+    value = "p%41ss&amp;w\\u0041rd"
+    scanner = SecretScanner([("V", value)])
+    assert scanner.find(f"x {value} y") == "V"
+    assert scanner.redact(f"x {value} y") == "x [redacted] y"
+    assert scanner.find("x pAss&wArd y") is None  # one layer: the decoded text is not the value
+
+
+@pytest.mark.parametrize("width, newline", [(64, "\n"), (76, "\r\n"), (60, "\n"), (76, "\r")])
+@pytest.mark.parametrize("offset", [0, 1, 2])
+def test_wrapped_base64_at_each_alignment(width, newline, offset):
+    value = "wrapped-secret-value-that-is-long-enough-to-cross-lines-0123456789"
+    blob = b"\x00\xff" * 40 + b"x" * offset + value.encode() + b"\x01" * 50
+    text = "-----BEGIN DATA-----" + newline + wrap(base64.b64encode(blob).decode(), width, newline) + newline
+    assert SecretScanner([("W", value)]).find(text) == "W"
+
+
+def test_wrapped_and_indented_base64():
+    value = "indented-secret-value-in-yaml"
+    body = wrap(base64.b64encode(b"\x00" * 50 + value.encode()).decode(), 64, "\n", "      ")
+    assert SecretScanner([("Y", value)]).find(f"tls.key: |\n{body}\n") == "Y"
+
+
+def test_wrapped_base64_in_a_json_string_and_percent_encoded():
+    value = "a-secret-inside-a-pem-body"
+    body = wrap(base64.b64encode(b"\x07" * 47 + value.encode() + b"\x07" * 40).decode(), 64)
+    scanner = SecretScanner([("P", value)])
+    assert "\\n" in json.dumps(body) and scanner.find(json.dumps({"cert": body})) == "P"
+    assert "%0A" in quote(body, safe="") and scanner.find("cert=" + quote(body, safe="")) == "P"
+
+
+def test_a_plain_value_broken_across_lines_is_not_that_value():
+    value = "plain-secret-across-lines"
+    scanner = SecretScanner([("V", value)])
+    assert scanner.find("plain-secret-\nacross-lines") is None
+    assert scanner.find("plain-secret-across-lines\n") == "V"
+
+
+def test_a_value_with_line_breaks_is_found_as_it_is_and_escaped():
+    value = "-----BEGIN KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n-----END KEY-----"
+    scanner = SecretScanner([("KEY", value)])
+    assert scanner.find(f"file:\n{value}\n") == "KEY"
+    assert scanner.find(json.dumps({"key": value})) == "KEY"
+    assert scanner.find(value.replace("\n", "\r\n")) is None  # another value
+    indented = SecretScanner([("SP", "  leading-spaces-value")])
+    assert indented.find("line one\n  leading-spaces-value\n") == "SP"
+
+
+@pytest.mark.parametrize("offset", range(5))
+def test_base32_at_each_alignment_in_either_case(offset):
+    value = "base32-secret-value"
+    blob = b"\xaa" * offset + value.encode() + b"\xbb" * 3
+    scanner = SecretScanner([("B", value)])
+    encoded = base64.b32encode(blob).decode()
+    for text in (encoded, encoded.lower(), encoded.rstrip("=")):
+        assert scanner.find(f"otpauth://totp/x?secret={text}") == "B"
+
+
+def test_base32_forms_are_the_stable_cores_of_five_alignments():
+    forms = encoded_forms("hunter2-secret")
+    cores = forms[-5:]
+    assert all(set(core) <= set(string.ascii_uppercase + "234567") for core in cores)
+    for offset in range(5):
+        for fill in (b"\xff", b"\x00"):
+            blob = base64.b32encode(fill * offset + b"hunter2-secret" + fill).decode()
+            assert cores[offset] in blob
+    assert cores == [
+        "NB2W45DFOIZC243FMNZGK5",
+        "UHK3TUMVZDELLTMVRXEZLU",
+        "Q5LOORSXEMRNONSWG4TFO",
+        "2DVNZ2GK4RSFVZWKY3SMV2",
+        "IOVXHIZLSGIWXGZLDOJSX",
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "%" + "%".join("ZZ"),  # not hex digits
+        "%E9%80%80%FF%FE",  # not UTF-8
+        "&#1114112; &#xFFFFFFF; &#x110000;",  # past the last code point
+        "\\ud800 \\udfff \\U0011ffff",  # lone surrogates, past the last code point
+        "&unknownname; & &; &#; &#x;",
+        "\\q \\",
+    ],
+)
+def test_broken_escapes_are_read_without_error(text):
+    scanner = SecretScanner([("A", "alpha-secret-1")])
+    assert scanner.find(text) is None
+    assert scanner.find(text + " alpha-secret-1") == "A"
+    assert scanner.find(text + " " + escaped_bytes("alpha-secret-1", "%{:02x}")) == "A"
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda v: escaped_bytes(v, "%{:02X}"),
+        lambda v: "".join(f"\\u{u.hex()}" for u in _units(v)),
+        lambda v: "".join(f"&#{ord(c)};" for c in v),
+        lambda v: "".join(f"&{NAMES[c]}" if c in NAMES else c for c in v),
+        lambda v: escaped_bytes(v, "\\x{:02x}"),
+    ],
+    ids=["percent", "json", "html", "named", "backslash x"],
+)
+def test_redact_cuts_exactly_the_escaped_value(encode):
+    value = "tøk€n-😀-<secret>"
+    scanner = SecretScanner([("V", value)])
+    text = f"héllo {encode('ab')}{encode(value)}{encode('cd')} bye"
+    assert scanner.redact(text) == f"héllo {encode('ab')}[redacted]{encode('cd')} bye"
+
+
+def test_redact_cuts_the_wrapped_lines_holding_the_value():
+    value = "secret-in-wrapped-base64!"
+    data = b"\x00" * 3 + value.encode() + b"\x00" * 3
+    text = "data:\n" + wrap(base64.b64encode(data).decode(), 8) + "\nend"
+    redacted = SecretScanner([("V", value)]).redact(text)
+    assert redacted.startswith("data:\nAAAA") and redacted.endswith("\nend") and "[redacted]" in redacted
+    core = encoded_forms(value)[1]
+    assert core not in redacted.replace("\n", "")
+
+
+def test_a_file_with_an_escaped_value_across_a_chunk_boundary():
+    value = "file-secret-€-value"
+    scanner = SecretScanner([("F", value)])
+    longest = max(len(form) for form in encoded_forms(value))
+    assert MAX_CHARS_PER_READ_CHAR >= 12
+    escaped = "".join(f"%{b:02X}" for b in value.encode()).encode()
+    json_escaped = "".join(f"\\u{u.hex()}" for u in _units(value)).encode()
+    wrapped = wrap(base64.b64encode(b"\x00" * 100 + value.encode() + b"\x00" * 100).decode(), 4, "\n").encode()
+    for form in (escaped, json_escaped, wrapped):
+        data = b"x" * 1000 + form + b" tail"
+        for chunk_size in (7, 100, 1003, longest * 3):
+            assert scanner.find_in_file(io.BytesIO(data), chunk_size=chunk_size) == "F", (form[:20], chunk_size)
+
+
+# Nothing that merely resembles.
+
+
+def random_token(rnd: random.Random) -> str:
+    return rnd.choice(["sk_live_", "ghp_", "AKIA", ""]) + "".join(
+        rnd.choices(string.ascii_letters + string.digits + "-_", k=rnd.randint(20, 40))
+    )
+
+
+def ordinary_text(rnd: random.Random) -> str:
+    """Prose, JSON, URLs, PEM, hex, base32 and escapes of data that is not a secret."""
+    other = rnd.randbytes(rnd.randint(100, 2000))
+    words = " ".join(rnd.choices("the agent ran tests and found two failures in a build log".split(), k=200))
+    return "\n".join(
+        [
+            words,
+            json.dumps({"text": words[:300] + " ünïcødé 😀", "n": rnd.random()}),
+            json.dumps(words[:200] + " ünïcødé 😀", ensure_ascii=True),
+            "https://example.com/search?q=" + quote(words[:200] + other.decode("latin-1"), safe=""),
+            "&lt;p&gt;" + words[:100].replace(" ", "&nbsp;") + "&#x2014;&amp;",
+            "-----BEGIN CERTIFICATE-----\n"
+            + wrap(base64.b64encode(other).decode(), 64)
+            + "\n-----END CERTIFICATE-----",
+            wrap(base64.b64encode(other).decode(), 76, "\r\n"),
+            base64.urlsafe_b64encode(other).decode(),
+            base64.b32encode(other).decode(),
+            wrap(other.hex(), 60),
+            "".join(f"\\x{b:02x}" for b in other[:200]),
+        ]
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32))
+def test_ordinary_text_holds_no_random_secret(seed):
+    rnd = random.Random(seed)
+    scanner = SecretScanner([(f"S{i}", random_token(rnd)) for i in range(20)])
+    text = ordinary_text(rnd)
+    assert scanner.find(text) is None, [s for s in scanner.spans(text)]
+
+
+def test_a_value_that_resembles_is_not_the_value():
+    scanner = SecretScanner([("TOKEN", TOKEN)])
+    for text in (
+        escaped_bytes(TOKEN.lower(), "%{:02X}"),  # escapes decode to other letters
+        "".join(f"&#{ord(c)};" for c in TOKEN[:-1]),  # one character short
+        escaped_bytes(TOKEN, "%%{:02X}"),  # two layers of escaping: one is undone
+        base64.b64encode(TOKEN.swapcase().encode()).decode(),
+        base64.b32encode(TOKEN.swapcase().encode()).decode(),
+        "Sk-Live/Token+Value\n42",
+    ):
+        assert scanner.find(text) is None, text
