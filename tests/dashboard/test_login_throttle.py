@@ -1,6 +1,7 @@
 """Login throttling (django-axes) through the real forms over HTTP: the dashboard's and the admin's."""
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -299,10 +300,23 @@ def test_the_command_lines_name_proxies_or_trust_none(settings):
     assert trusted_proxies_from(proxy_headers=True, forwarded_allow_ips="10.0.0.7") == ["10.0.0.7/32"]
 
 
-def run(*args: str, **env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if k != "CALVIN_TRUSTED_PROXIES"} | env
+@pytest.fixture
+def taken_port():
+    """A port something already listens on: a server that wrongly went on to start fails at once."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield str(listener.getsockname()[1])
+
+
+def run(*args: str, var: Path, **env: str) -> subprocess.CompletedProcess:
+    """A command on a bare embedded install in `var` (as a laptop's `up`): if it wrongly went on,
+    it would touch no database of the tests."""
+    dropped = ("DATABASE_URL", "REDIS_URL", "CALVIN_", "SP_STORE_KEY")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    environment.update(CALVIN_VAR_DIR=str(var), **env)
     return subprocess.run(
-        [sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
+        [sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
     )
 
 
@@ -314,21 +328,25 @@ def run(*args: str, **env: str) -> subprocess.CompletedProcess:
         (["--proxy-headers", "--forwarded-allow-ips", "*"], "trusted proxy '*' is not an IP address or network"),
     ],
 )
-def test_both_servers_refuse_a_proxy_option_that_names_no_proxy(arguments, words):
-    served = run("-m", "calvin.http_server", "--port", "1", *arguments)
+def test_both_servers_refuse_a_proxy_option_that_names_no_proxy(arguments, words, taken_port, tmp_path):
+    served = run("-m", "calvin.http_server", "--port", taken_port, *arguments, var=tmp_path)
     assert served.returncode == 2 and words in served.stderr, served.stderr
-    up = run("manage.py", "up", "--port", "1", *arguments)
+    up = run("manage.py", "up", "--port", taken_port, *arguments, var=tmp_path)
     assert up.returncode == 1 and f"CommandError: {words}" in up.stderr, up.stderr
-    assert "Calvin is starting" not in up.stdout  # refused before anything was made or started
+    assert "Calvin is starting" not in up.stdout and not (tmp_path / "calvin.sqlite3").exists()  # refused first
 
 
-def test_a_bad_trusted_proxy_setting_stops_the_server():
-    served = run("-m", "calvin.http_server", "--port", "1", CALVIN_TRUSTED_PROXIES="10.0.0.5,gateway-proxy")
-    assert served.returncode == 2 and "trusted proxy 'gateway-proxy' is not an IP address" in served.stderr
+def test_a_bad_trusted_proxy_setting_stops_both_servers(taken_port, tmp_path):
+    setting = {"CALVIN_TRUSTED_PROXIES": "10.0.0.5,gateway-proxy"}
+    words = "trusted proxy 'gateway-proxy' is not an IP address"
+    served = run("-m", "calvin.http_server", "--port", taken_port, var=tmp_path, **setting)
+    assert served.returncode == 2 and words in served.stderr, served.stderr
+    up = run("manage.py", "up", "--port", taken_port, var=tmp_path, **setting)
+    assert up.returncode == 1 and f"CommandError: {words}" in up.stderr, up.stderr
 
 
-def test_a_lockout_limit_below_one_is_refused_when_settings_load():
+def test_a_lockout_limit_below_one_is_refused_when_settings_load(tmp_path):
     for name in ("AXES_FAILURE_LIMIT", "CALVIN_LOGIN_USERNAME_FAILURE_LIMIT", "CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT"):
-        checked = run("manage.py", "check", **{name: "0"})
+        checked = run("manage.py", "check", var=tmp_path, **{name: "0"})
         assert checked.returncode == 1, name
         assert f"{name} must be at least 1 (failed logins before a lockout)" in checked.stderr
