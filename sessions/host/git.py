@@ -13,6 +13,7 @@ read-only there).
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from sessions.host import git_cache
 from sessions.host.git_cache import GitRefused, checkout_git_dir, mirror_lock, mirror_path
 from sessions.host.git_process import redact, run_git
 from sessions.host.markdown_anchors import anchors
-from sessions.host.sandbox import MIRRORS_MODE, Sandbox, private_directory
+from sessions.host.sandbox import MIRRORS_MODE, Sandbox, private_directory, write_private
 
 log = logging.getLogger("calvin.host")
 
@@ -165,11 +166,16 @@ def _sandboxed(sandbox: Sandbox, state_dir: Path, directory: Path, session_id: i
     secrets = private_directory(state_dir / "secrets" / f"session-{session_id}")
     sandbox.give_to_agent(directory, temp, secrets)  # git runs as the agent's user there
 
+    # The mirror is the host's (another owner): git would call it dubious. In the sandbox the
+    # only repositories are the session's own and the read-only mirror. Git 2.39 takes
+    # safe.directory only from a global or system file, never from -c or the environment.
+    config = write_private(secrets, ".gitconfig", "[safe]\n\tdirectory = *\n", mode=0o644)
+
     def for_mirror(mirror: Path):
-        # The mirror is the host's (another owner): git would call it dubious. In the sandbox
-        # the only repositories are the session's own and this read-only mirror.
+        if sandbox.drops_privileges:
+            os.chmod(mirror, 0o755)  # made in a 0700 temporary directory; read by the agent's user
         return lambda argv: sandbox.wrap(
-            [argv[0], "-c", "safe.directory=*", *argv[1:]],
+            ["env", f"GIT_CONFIG_GLOBAL={config}", *argv],
             directory=directory,
             temp_directory=temp,
             secrets_directory=secrets,

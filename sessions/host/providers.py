@@ -239,7 +239,8 @@ def script(spec: dict, *, prompt: str, temp_directory: Path) -> Script:
     text = spec.get("script")
     if not isinstance(text, str) or not text.strip():
         raise ProviderError("The agent's script is empty")
-    path = write_private(temp_directory, SCRIPT_FILE, text)
+    # Readable by the agent's user (the daemon may run as root); the directory is the session's own.
+    path = write_private(temp_directory, SCRIPT_FILE, text, mode=0o644)
     return Script(
         argv=[sys.executable, "-m", "sessions.host.script_agent", str(path)],
         stdin=prompt.encode(),

@@ -113,13 +113,14 @@ class Sandbox:
         if self.kind != "bwrap":
             return list(argv)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        shown = [directory, secrets_directory, *home_binds, *ALWAYS_SHOWN, *reveal]
+        shown = [directory, temp_directory, secrets_directory, *home_binds, *ALWAYS_SHOWN, *reveal]
         closed = closed_ancestors(shown, owner=self.agent_owner or (os.getuid(), os.getgid()))
         # /tmp is the session's own temp directory, mounted where the host's /tmp was hidden.
         args += _hide_and_reveal(
             [*host_private(), *self.hide, *closed], [*ALWAYS_SHOWN, *reveal], tmp=Path(temp_directory).resolve()
         )
-        args += [*_way_in(directory), "--bind", str(Path(directory).resolve()), os.path.abspath(directory)]
+        for path in (directory, temp_directory):  # the temp directory at its host name too
+            args += [*_way_in(path), "--bind", str(Path(path).resolve()), os.path.abspath(path)]
         secrets = os.path.abspath(secrets_directory)
         args += [*_way_in(secrets), "--ro-bind", str(Path(secrets_directory).resolve()), secrets]
         for path in home_binds:

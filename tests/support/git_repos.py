@@ -13,7 +13,8 @@ GIT_ENV = {
     "GIT_COMMITTER_NAME": "Test",
     "GIT_COMMITTER_EMAIL": "test@example.com",
     "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
+    # Checkouts belong to the agent's user (the tests run as root): git must still look into them.
+    "GIT_CONFIG_GLOBAL": str(Path(__file__).with_name("agent-checkouts.gitconfig")),
 }
 
 

@@ -14,9 +14,10 @@ class Roots:
 
     def __init__(self, base: Path):
         self.sessions, self.temp, self.secrets = base / "sessions", base / "session-tmp", base / "secret-files"
+        self.homes = base / "homes"  # the runner's default: beside the secrets root
 
     def hidden(self) -> list[Path]:
-        return [self.sessions, self.temp, self.secrets]
+        return [self.sessions, self.temp, self.secrets, self.homes]
 
     def bwrap(self) -> Sandbox:
         sandbox = Sandbox.probe(self.hidden())

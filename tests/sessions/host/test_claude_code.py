@@ -8,7 +8,7 @@ import pytest
 
 from sessions.host import providers
 from sessions.host.providers import NOT_LOGGED_IN, claude_binary, provider_for
-from tests.sessions.host import Roots, a_turn, events_of, run_turn
+from tests.sessions.host import Roots, a_turn, events_of, run_turn, shell
 
 MCP = {"calvin": "http://gw/mcp", "nanoclaw": "http://gw/mcp/nanoclaw"}
 
@@ -85,9 +85,11 @@ def test_the_real_cli_not_logged_in_fails_with_a_plain_error(tmp_path, scratch_h
     )
     assert emitted[0]["type"] == "turn.started"
     assert {"kind": "error", "text": "authentication_failed: Not logged in · Please run /login"} in events_of(emitted)
-    # The CLI kept its transcript in the login's ~/.claude, shown read-write in the sandbox.
+    # The agent runs as its own user: the CLI kept its transcript in the session's private
+    # home (shown read-write), not in the operator's, which it cannot read.
     session_id = finished["agent_session_id"]
-    assert list((scratch_home / ".claude" / "projects").glob(f"*/{session_id}.jsonl"))
+    assert list((runner.home_directory / ".claude" / "projects").glob(f"*/{session_id}.jsonl"))
+    assert not (scratch_home / ".claude" / "projects").exists()
     # It read the session's .mcp.json: the token it was given is in there.
     config = json.loads((runner.directory / ".mcp.json").read_text())
     assert config["mcpServers"]["calvin"]["headers"] == {"Authorization": "Bearer cvn_test-token"}
@@ -98,6 +100,29 @@ def test_the_real_cli_not_logged_in_fails_with_a_plain_error(tmp_path, scratch_h
     finished = run_turn(runner, resumed)
     assert finished["error"] == NOT_LOGGED_IN
     assert [m["type"] for m in emitted].count("turn.started") == 1
+
+
+def test_an_unprivileged_agent_gets_a_copy_of_the_operators_login_in_a_home_of_its_session(tmp_path, scratch_home):
+    (scratch_home / ".claude").mkdir(mode=0o700)
+    (scratch_home / ".claude" / ".credentials.json").write_text('{"claudeAiOauth": "operator-login"}')
+    (scratch_home / ".claude.json").write_text('{"userID": "operator"}')
+    for path in (scratch_home / ".claude" / ".credentials.json", scratch_home / ".claude.json"):
+        path.chmod(0o600)
+    roots = Roots(tmp_path)
+    sandbox = roots.bwrap()
+    runner, _ = roots.runner(9, sandbox, claude_home=scratch_home)
+    # The CLI may read it (the login is not valid, so it still says it is not logged in).
+    run_turn(runner, a_turn({"kind": "claude-code"}, session=9))
+    copy = runner.home_directory / ".claude" / ".credentials.json"
+    assert copy.read_text() == '{"claudeAiOauth": "operator-login"}'
+    info = copy.stat()
+    assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (sandbox.agent_uid, sandbox.agent_gid, 0o600)
+    assert (runner.home_directory / ".claude.json").exists()
+    # Another session's home is its own, and hidden from this one (the homes root is hidden).
+    other, _ = roots.runner(10, sandbox, claude_home=scratch_home)
+    assert other.home_directory != runner.home_directory
+    peek = run_turn(other, a_turn(shell(f"ls {runner.home_directory} 2>&1; ls {roots.homes}"), session=10))
+    assert "No such file or directory" in peek["reply"] and ".claude" not in peek["reply"]
 
 
 def test_a_conversation_from_another_host_starts_fresh_and_says_so(tmp_path, scratch_home):

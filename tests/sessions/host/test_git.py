@@ -17,6 +17,7 @@ from sessions.host.git_cache import GitRefused, add_checkout, mirror_path
 from sessions.host.git_process import git_environment, run_git
 from sessions.host.markdown_anchors import anchors
 from sessions.host.sandbox import Sandbox
+from tests.support.git_repos import GIT_ENV
 
 IDENTITY = ["-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "init.defaultBranch=main"]
 PLAN = """# Intro
@@ -39,7 +40,10 @@ Step 2: Build *it*
 
 
 def git(*args, cwd=None) -> str:
-    done = subprocess.run(["git", *IDENTITY, *args], cwd=cwd, capture_output=True, text=True, check=True)
+    environment = {**os.environ, "GIT_CONFIG_GLOBAL": GIT_ENV["GIT_CONFIG_GLOBAL"]}  # checkouts are the agent's
+    done = subprocess.run(
+        ["git", *IDENTITY, *args], cwd=cwd, env=environment, capture_output=True, text=True, check=True
+    )
     return done.stdout.strip()
 
 
@@ -431,6 +435,7 @@ def test_an_occupied_path_is_refused_and_nothing_is_written_outside(host, api, c
     # An empty directory is fine: git fills it.
     subprocess.run(["rm", "-rf", str(session / "api")], check=True)
     (session / "api").mkdir()
+    host.sandbox(kind).give_to_agent(session / "api")  # as the agent would have made it
     assert host.checkout(12, [entry(api)], kind=kind)["ok"]
 
 

@@ -50,7 +50,7 @@ def test_an_agent_cannot_read_another_sessions_directory(tmp_path):
     for leaked in ("first-notes", "first-scratch", "first-session-key", "cvn_host-secret", "session-1"):
         assert leaked not in reply, reply
     assert section(reply, "sessions") == [".", "..", "session-2"]
-    assert section(reply, "own") == ["mine", str(second.temp_directory), "t"]
+    assert section(reply, "own") == ["mine", "/tmp", "t"]  # its temp directory is its /tmp
     assert (second.directory / "own.txt").read_text() == "mine\n"
     assert not (tmp_path / "outside.txt").exists()  # the rest of the system is read-only
 
@@ -89,6 +89,7 @@ def test_the_host_users_home_and_the_gateways_settings_file_are_hidden(tmp_path,
     (code / "README").write_text("readable code")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setattr(sandbox_module, "REPO", code)
+    monkeypatch.setattr(sandbox_module, "ALWAYS_SHOWN", (code, *sandbox_module.ALWAYS_SHOWN[1:]))
     roots = Roots(tmp_path)
     runner, _ = roots.runner(1, roots.bwrap())
     script = f"cat {home}/.ssh/id_ed25519 {code}/.env {code}/README; python3 -c 'print(2 + 2)'"
