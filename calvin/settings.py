@@ -282,6 +282,17 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 
+# A thread page's websocket re-checks its person's access this often (and on every event it
+# is sent): a membership removed where no push is made (a shell, another process) closes it.
+try:
+    CALVIN_SOCKET_RECHECK_SECONDS = env.float("CALVIN_SOCKET_RECHECK_SECONDS", default=30.0)
+except ValueError:
+    CALVIN_SOCKET_RECHECK_SECONDS = float("nan")
+if not 0 < CALVIN_SOCKET_RECHECK_SECONDS < float("inf"):  # NaN fails this too
+    _given = env.str("CALVIN_SOCKET_RECHECK_SECONDS")
+    raise environ.ImproperlyConfigured(
+        f"CALVIN_SOCKET_RECHECK_SECONDS must be a positive number of seconds, not {_given!r}"
+    )
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(VAR_DIR / "media")))

@@ -1,15 +1,26 @@
-"""Websocket for a thread page: live messages while the person may see the thread, and no longer."""
+"""Websocket for a thread page: live messages while the person may see the thread, and no longer.
 
+Access is checked on connect, when a push says it may have changed (a membership or user
+changed here, a logout), before each event is sent on, and every CALVIN_SOCKET_RECHECK_SECONDS:
+a change made where no push is sent (a shell, another deployment's process) is noticed too.
+"""
+
+import asyncio
 import json
+import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from calvin.dashboard.events import login_group, thread_catch_up, thread_group, user_group
 from calvin.dashboard.selectors import watcher_may_see
 from calvin.dashboard.throttle import TokenBucket
 
+log = logging.getLogger(__name__)
+
 REFUSED = 4403
+UNCHECKED = 1011  # access could not be checked (the database failed): the page reconnects and is checked again
 # Each catch-up re-checks access and renders up to CATCH_UP_BYTES: a page sends one per (re)connect.
 CATCH_UP_BURST, CATCH_UP_EVERY = 5, 2.0
 
@@ -20,6 +31,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         self.session_key = self.scope["session"].session_key
         self.user_id = self.scope["user"].pk
         self.joined = []
+        self.rechecks = None
         self.catch_ups = TokenBucket(burst=CATCH_UP_BURST, every=CATCH_UP_EVERY)
         if self.session_key and self.user_id is not None:
             # Listen for revocations before checking, so none falls between the check and the join.
@@ -32,6 +44,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return
         await self._join(thread_group(self.thread_id))
         await self.accept()
+        self.rechecks = asyncio.ensure_future(self._recheck_every(settings.CALVIN_SOCKET_RECHECK_SECONDS))
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         """Garbage (binary, not JSON) is ignored: channels would raise, and log a traceback per frame."""
@@ -55,20 +68,47 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         events, too_many = await database_sync_to_async(thread_catch_up)(self.thread_id, since)
         if too_many:
             await self.send_json({"reload": True})  # the page reloads and shows the latest messages
-        for event in events:
-            await self.thread_message(event)
+        for event in events:  # checked once above, not once per message
+            await self._send_message(event)
 
     async def disconnect(self, code):
+        if self.rechecks is not None:
+            self.rechecks.cancel()
         await self._leave()
 
-    async def thread_message(self, event):
+    async def _recheck_every(self, seconds: float):
+        while thread_group(self.thread_id) in self.joined:
+            await asyncio.sleep(seconds)
+            try:
+                allowed = await self._may_watch()
+            except Exception:
+                log.warning("a thread socket's access re-check failed; closing it", exc_info=True)
+                await self._leave()
+                await self.close(code=UNCHECKED)
+                return
+            if not allowed:
+                await self._refuse()
+                return
+
+    async def _still_watching(self) -> bool:
+        """Before an event goes out: still joined (not refused) and still allowed."""
         if thread_group(self.thread_id) not in self.joined:
-            return  # refused: an event already queued for this socket is dropped
+            return False  # refused: an event already queued for this socket is dropped
+        if not await self._may_watch():
+            await self._refuse()
+            return False
+        return True
+
+    async def thread_message(self, event):
+        if await self._still_watching():
+            await self._send_message(event)
+
+    async def _send_message(self, event):
         await self.send_json({key: value for key, value in event.items() if key != "type"})
 
     async def thread_activity(self, event):
         """What the agent is doing now (a turn started, a tool used, a turn ended): text is escaped by the page."""
-        if thread_group(self.thread_id) not in self.joined:
+        if not await self._still_watching():
             return
         await self.send_json({"activity": {k: str(v)[:4000] for k, v in event.items() if k != "type"}})
 

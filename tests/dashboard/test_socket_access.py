@@ -11,6 +11,7 @@ from django.contrib.sessions.models import Session as LoginSession
 from websockets.exceptions import ConnectionClosed
 
 from calvin.dashboard import signals as dashboard_signals
+from calvin.dashboard.events import group_send, thread_group
 from sessions.models import Message
 from tests.conftest import text_of, wait_for
 from tests.dashboard.conftest import CARD, OWNER_PASSWORD, log_out, logged_in, login_cookie, ws_connect
@@ -113,6 +114,41 @@ def test_a_catch_up_after_the_membership_went_sends_nothing(gateway, agent, owne
         assert_closed_with_4403(ws)
 
 
+def test_a_membership_removed_without_a_push_closes_the_socket_within_the_recheck_interval(
+    gateway, agent, owner_member, monkeypatch, settings
+):
+    """Removed where no push is made (a shell, another deployment's process): no event, no
+    catch-up; the socket's own periodic re-check closes it."""
+    settings.CALVIN_SOCKET_RECHECK_SECONDS = 0.5
+    sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
+    with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
+        assert_still_open(ws)  # re-checked at least once already, and allowed
+        monkeypatch.setattr(dashboard_signals, "access_recheck_on_commit", lambda user_id: None)
+        owner_member.delete()
+        assert_closed_with_4403(ws)
+
+
+def activity(thread_id: int) -> None:
+    """What a host's turn report pushes: the agent is doing something."""
+    group_send(thread_group(thread_id), {"type": "thread.activity", "kind": "tool", "text": "running tests"})
+
+
+@pytest.mark.parametrize("event", ["message", "activity"])
+def test_a_membership_removed_without_a_push_closes_the_socket_on_the_next_event(
+    gateway, agent, owner_member, monkeypatch, settings, event
+):
+    settings.CALVIN_SOCKET_RECHECK_SECONDS = 600  # the interval does not come into it
+    send = (lambda: post_card_and_wait(agent)) if event == "message" else (lambda: activity(agent.session.thread_id))
+    sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
+    with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
+        send()
+        assert json.loads(ws.recv(timeout=15))  # allowed: events flow
+        monkeypatch.setattr(dashboard_signals, "access_recheck_on_commit", lambda user_id: None)
+        owner_member.delete()
+        send()
+        assert_closed_with_4403(ws)  # the event is not sent first
+
+
 def test_catch_up_requests_are_rate_limited_per_socket(gateway, agent):
     message = agent_message(agent.session.thread_id)
     sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
@@ -168,3 +204,13 @@ def test_garbage_frames_are_ignored_and_the_socket_keeps_working(gateway, agent)
         assert_still_open(ws)
         ws.send(json.dumps({"since": message.id - 1}))
         assert json.loads(ws.recv(timeout=10))["id"] == message.id
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "nan", "inf"])
+def test_a_recheck_interval_that_is_not_a_positive_number_is_a_clear_error(value):
+    from tests.dashboard.test_https_settings import manage
+
+    done = manage("check", CALVIN_SOCKET_RECHECK_SECONDS=value)
+    assert done.returncode != 0
+    expected = f"CALVIN_SOCKET_RECHECK_SECONDS must be a positive number of seconds, not {value!r}"
+    assert expected in done.stderr, done.stderr[-2000:]
