@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.utils.html import format_html
 
 from sessions.hosts import host_create, host_delete, host_is_live, host_revoke, host_token_reset
 from sessions.models import Host, Message, Reaction, Runner, RunnerCount, Session, Thread, Turn
@@ -10,10 +11,11 @@ from sessions.turns import session_stop
 class HostAdmin(admin.ModelAdmin):
     """Hosts are made here: the token is shown once, on the page after saving, and stored as a digest."""
 
-    list_display = ["name", "workspace", "live", "capacity", "sandbox", "version", "last_heartbeat_at", "revoked_at"]
+    list_display = ["name", "workspace", "live", "capacity", "sandbox_shown", "version", "last_heartbeat_at"]
+    list_display += ["revoked_at"]
     list_filter = ["workspace", "sandbox"]
     search_fields = ["name", "token_hint"]
-    fields = ["name", "workspace", "token_hint", "capacity", "version", "sandbox", "connected_at"]
+    fields = ["name", "workspace", "token_hint", "capacity", "version", "sandbox_shown", "connected_at"]
     fields += ["last_heartbeat_at", "revoked_at", "created_at"]
     readonly_fields = [f for f in fields if f not in ("name", "workspace")]
     actions = ["revoke", "reset_token"]
@@ -21,6 +23,13 @@ class HostAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="connected")
     def live(self, obj):
         return host_is_live(obj)
+
+    @admin.display(description="sandbox", ordering="sandbox")
+    def sandbox_shown(self, obj):
+        """A host that runs agents without bubblewrap (CALVIN_ALLOW_UNSANDBOXED) stands out."""
+        if obj.sandbox == "none":
+            return format_html('<strong class="no-sandbox" style="color: #ba2121">{}</strong>', "no sandbox")
+        return obj.sandbox or "-"  # "-": it has not registered yet
 
     def save_model(self, request, obj, form, change):
         if change:
