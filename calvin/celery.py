@@ -2,12 +2,22 @@ import logging
 import os
 
 from celery import Celery
+from celery.signals import celeryd_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "calvin.settings")
 
 app = Celery("calvin")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@celeryd_init.connect
+def _private_files(**_):
+    """A `celery worker` process (not the tests' in-process worker) makes its files private,
+    as the web processes do (calvin/private_files.py)."""
+    from calvin.private_files import gateway_umask_set
+
+    gateway_umask_set()
 
 
 def queue_on_commit(task, *args) -> None:

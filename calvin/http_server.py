@@ -18,6 +18,8 @@ import uvicorn
 from django.conf import settings
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from calvin.private_files import gateway_umask_set, private_modes_ensure
+
 MAX_HEAD_BYTES = 64 * 1024  # request line + headers; nginx allows 32 KiB by default
 
 _REASON = b"the request line and headers are larger than 64 KiB"
@@ -164,6 +166,11 @@ def main(argv: list[str] | None = None) -> None:
         proxies = trusted_proxies_from(proxy_headers=args.proxy_headers, forwarded_allow_ips=args.forwarded_allow_ips)
     except ValueError as problem:
         parser.error(str(problem))
+    gateway_umask_set()  # before uvicorn starts its workers: they inherit it
+    private_modes_ensure(
+        var_dir=settings.VAR_DIR,
+        directories=[settings.MEDIA_ROOT, settings.CALVIN_SESSIONS_DIR, settings.CALVIN_SESSIONS_TMP_DIR],
+    )
     serve(
         host=args.host,
         port=args.port,

@@ -8,6 +8,7 @@ With DATABASE_URL and REDIS_URL it runs as separate, scalable processes.
 import base64
 import binascii
 import fnmatch
+import os
 import re
 import secrets
 import sys
@@ -21,15 +22,20 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env")  # optional; a missing file is fine
 
 VAR_DIR = Path(env("CALVIN_VAR_DIR", default=str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# Its keys, database, logs and stored files are nobody else's (calvin/private_files.py).
+VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def _embedded_secret_key() -> str:
     # A laptop install keeps one generated key across restarts; production sets SECRET_KEY.
     path = VAR_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+    try:
+        # Mode 0600 from the start (no moment readable by others), never over another file.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as file:
+        file.write(secrets.token_urlsafe(50))
     return path.read_text().strip()
 
 
@@ -296,6 +302,9 @@ if not 0 < CALVIN_SOCKET_RECHECK_SECONDS < float("inf"):  # NaN fails this too
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(VAR_DIR / "media")))
+# Stored files (send_file's copies) and their directories are the gateway's alone.
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 
 LOGGING = {
     "version": 1,

@@ -62,7 +62,8 @@ def session_start(
     # checkout_repo's checkouts are on this branch: the session's own, in every repository.
     session.branch = session_branch_for(session.id)
     session.save(update_fields=["directory", "temp_directory", "branch"])
-    Path(session.directory).mkdir(parents=True, exist_ok=True)
+    # The session's files are its agent's and the gateway's, no other user's.
+    Path(session.directory).mkdir(mode=0o700, parents=True, exist_ok=True)
     # Private to the session: what one session leaves in its temp directory no other sees.
     Path(session.temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)
     session_instructions_write(session)

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from calvin.chat.slack.installations import slack_setup_lines
 from calvin.http_server import add_proxy_arguments, trusted_proxies_from, uvicorn_config
+from calvin.private_files import gateway_umask_set, private_modes_ensure
 from calvin.workspaces.services import demo_agent_ensure, demo_ensure
 from secrets_vault.crypto import new_key
 from sessions.hosts import host_create, host_token_reset
@@ -81,6 +82,12 @@ class Command(BaseCommand):
             trusted_proxies = trusted_proxies_from(proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips)
         except ValueError as problem:
             raise CommandError(str(problem)) from None
+        # Before anything is written: the database, keys, logs and stored files are private.
+        self.operator_umask = gateway_umask_set()
+        private_modes_ensure(
+            var_dir=settings.VAR_DIR,
+            directories=[settings.MEDIA_ROOT, settings.CALVIN_SESSIONS_DIR, settings.CALVIN_SESSIONS_TMP_DIR],
+        )
         # Only the embedded install invents a key: a scaled deployment sets SP_STORE_KEY (and a
         # hosted one with DATABASE_URL does not start without it).
         made = vault_key_ensure(settings.VAR_DIR) if settings.EMBEDDED else None
@@ -136,6 +143,7 @@ class Command(BaseCommand):
             [sys.executable, manage, "host", "--gateway", base, "--name", LOCAL_HOST],
             cwd=settings.BASE_DIR,
             env=environment,
+            umask=self.operator_umask,  # not the gateway's: the host's files are read by agents' users
             stdout=subprocess.DEVNULL,
             stderr=open(settings.VAR_DIR / "host.log", "ab"),  # the child keeps it open
         )
