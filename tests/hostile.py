@@ -10,7 +10,12 @@ import json
 
 LONG = 200_000
 
+# A file of the session directory that is a hard link to a file outside it (the test makes
+# it): every path argument must refuse it, since its other name may be anything.
+HARD_LINKED = "linked.txt"
+
 PATHS = [
+    json.dumps(HARD_LINKED),
     '"../../../../etc/passwd"',
     '"/etc/passwd"',
     '"/proc/self/environ"',

@@ -7,8 +7,10 @@ gateway keeps answering.
 """
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -24,6 +26,7 @@ from tests.conftest import wait_for
 from tests.hostile import (
     CARD_SLOTS,
     CORPUS,
+    HARD_LINKED,
     OTHER_THREAD_URL,
     OWN_MESSAGE,
     OWN_THREAD_URL,
@@ -45,6 +48,9 @@ BLOCKING = {"ask_user_question", "approval_prompt", "post_thread"}
 ALWAYS_REFUSED = {"preview", "unpreview"}
 # Tools whose accepted calls post nothing into the session's thread (or only a notice).
 POST_NOTHING = {"read_thread", "checkout_repo", "spawn_thread"}
+# The argument that names a file of the session directory, in every tool that takes one: it
+# must refuse HARD_LINKED (the hostile_agent fixture makes it a hard link to a file outside).
+PATH_SLOT = ("path",)
 
 
 @pytest.fixture
@@ -55,6 +61,10 @@ def hostile_agent(agent, settings, monkeypatch, tmp_path):
     # Every accepted approval-gated call waits for a decision: let them pile up here.
     monkeypatch.setattr("approvals.services.MAX_PENDING_PER_SESSION", 1_000_000)
     (agent.directory / "ok.txt").write_text("a harmless file")
+    outside = Path(settings.VAR_DIR) / "outside" / "hostile-hard-link-target"
+    outside.parent.mkdir(parents=True, exist_ok=True)
+    outside.write_text("a file of the gateway's, outside every session")
+    os.link(outside, agent.directory / HARD_LINKED)
     settings.CALVIN_REPOSITORY_SCHEMES = ("file",)
     upstream = Upstream(tmp_path, "api", {"docs/plan.md": "# Plan\n"})
     workspace = agent.session.workspace
@@ -95,6 +105,8 @@ def _check(agent, tool: str, valid: dict, slot: tuple, value: str) -> bool:
     result = agent.raw_call(tool, with_value_at(valid, slot, value))
     text = result["content"][0]["text"] if result.get("content") else ""
     where = ".".join(map(str, slot))
+    if slot == PATH_SLOT and value == json.dumps(HARD_LINKED):
+        assert result["isError"] and "is a hard link to a file that may lie outside" in text, (tool, text)
     if result["isError"]:
         generic = f"Error executing tool {tool}"
         detail = text.removeprefix(generic).lstrip(": ")
