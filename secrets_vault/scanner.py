@@ -79,12 +79,12 @@ _ESCAPES = re.compile(
     r"|\\(?P<char>[nrtbf\"'/\\])"
     r"|&#[xX](?P<hexref>[0-9A-Fa-f]{1,6});?"
     r"|&#(?P<decref>[0-9]{1,7});?"
-    r"|&(?P<named>[A-Za-z][A-Za-z0-9]{1,10};)"
+    r"|&(?P<named>[A-Za-z][A-Za-z0-9]{1,9};)"
 )
 _BACKSLASHED = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", '"': '"', "'": "'", "/": "/", "\\": "\\"}
-# HTML5's named references that fit the pattern above: every one of &amp; &lt; &gt; &quot;
-# &apos; &nbsp; &eacute; ... that names a character (a few name two).
-_NAMED = {name: value for name, value in html.entities.html5.items() if name.endswith(";") and len(name) <= 11}
+# HTML5's named references (&amp; &lt; &gt; &quot; &apos; &nbsp; &eacute; ...; a few name
+# two characters), the ones of up to 10 letters, which the pattern above reads.
+_NAMED = html.entities.html5
 _LINE_BREAK = re.compile(r"\r\n?|\n")
 _INDENTED_LINE_BREAK = re.compile(r"(?:\r\n?|\n)[ \t]{0,8}")
 _INDENTED = re.compile(r"\n[ \t]")
