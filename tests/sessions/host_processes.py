@@ -45,15 +45,24 @@ class HostProcess:
                 self.process.wait(timeout=5)
 
 
-def host_start(*, gateway: str, name: str, directory: Path, capacity: int = 4, workspace=None) -> HostProcess:
+def host_start(
+    *, gateway: str, name: str, directory: Path, capacity: int = 4, workspace=None, environment=None
+) -> HostProcess:
     host, token = host_create(name=name, workspace=workspace)
-    return host_process_start(gateway=gateway, host=host, token=token, directory=directory, capacity=capacity)
+    return host_process_start(
+        gateway=gateway, host=host, token=token, directory=directory, capacity=capacity, environment=environment
+    )
 
 
-def host_process_start(*, gateway: str, host: Host, token: str, directory: Path, capacity: int = 4) -> HostProcess:
+def host_process_start(
+    *, gateway: str, host: Host, token: str, directory: Path, capacity: int = 4, environment=None
+) -> HostProcess:
+    """`environment` adds to (or, with None values, removes from) the host's environment."""
     directory.mkdir(parents=True, exist_ok=True)
+    extra = environment or {}
     environment = {k: v for k, v in os.environ.items() if k not in GATEWAY_ONLY}
     environment.update(CALVIN_HOST_TOKEN=token, PYTHONUNBUFFERED="1")
+    environment = {k: v for k, v in {**environment, **extra}.items() if v is not None}
     log = directory / "host.log"
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "host", "--gateway", gateway, "--name", host.name]
