@@ -456,6 +456,8 @@ def test_a_plain_value_broken_across_lines_is_not_that_value():
     value = "plain-secret-across-lines"
     scanner = SecretScanner([("V", value)])
     assert scanner.find("plain-secret-\nacross-lines") is None
+    assert scanner.find("plain-secret-across-line\ns") is None
+    assert scanner.find("p\nlain-secret-across-lines") is None
     assert scanner.find("plain-secret-across-lines\n") == "V"
 
 
@@ -554,6 +556,62 @@ def test_a_file_with_an_escaped_value_across_a_chunk_boundary():
         data = b"x" * 1000 + form + b" tail"
         for chunk_size in (7, 100, 1003, longest * 3):
             assert scanner.find_in_file(io.BytesIO(data), chunk_size=chunk_size) == "F", (form[:20], chunk_size)
+
+
+def test_redact_keeps_the_references_next_to_a_value():
+    scanner = SecretScanner([("V", "raw-secret-value")])
+    assert scanner.redact("&amp;raw-secret-value&lt;") == "&amp;[redacted]&lt;"
+    assert scanner.redact("%41raw-secret-value%41") == "%41[redacted]%41"
+
+
+def test_redact_takes_a_whole_reference_that_names_two_characters():
+    # &fjlig; is "fj": a value that ends or begins between the two takes the reference whole.
+    assert SecretScanner([("V", "secret-value-f")]).redact("x secret-value-&fjlig; y") == "x [redacted] y"
+    assert SecretScanner([("V", "j-secret-value")]).redact("x &fjlig;-secret-value y") == "x [redacted] y"
+
+
+def test_the_last_code_point_is_read():
+    scanner = SecretScanner([("V", "x-\U0010ffff-secret")])
+    assert scanner.find("x-&#x10FFFF;-secret") == "V"
+    assert scanner.find("x-&#1114111;-secret") == "V"
+    assert scanner.find("x-\\U0010ffff-secret") == "V"
+
+
+def test_the_text_as_it_is_is_read_as_far_as_the_longest_pattern_from_an_escape():
+    value = "escape-eaten-hex"
+    hexed = value.encode().hex()
+    assert max(len(form) for form in encoded_forms(value)) == len(hexed)
+    # "%65" decodes to "e": only the text as it is holds the whole hex, ending len(hex) - 1 past the escape.
+    assert SecretScanner([("V", value)]).find("%" + hexed) == "V"
+
+
+def test_non_ascii_letters_that_lowercase_longer_keep_every_index():
+    scanner = SecretScanner([("V", "after-dotted-i")])
+    text = "İİİ ΣΣ after-dotted-i ẞ"
+    assert "İ".lower() != "i" and len("İ".lower()) == 2
+    assert scanner.find(text) == "V"
+    assert scanner.redact(text) == "İİİ ΣΣ [redacted] ẞ"
+
+
+def test_a_seven_byte_value_keeps_its_eight_character_forms():
+    forms = encoded_forms("abcdefg")
+    assert "FiY2RlZm" in forms  # base64 at offset 1 mod 3: the shortest
+    assert len(forms) == 10  # itself, 3 base64 (base64url the same), hex (one case: digits), 5 base32
+    assert SecretScanner([("V", "abcdefg")]).find(base64.b64encode(b"x" + b"abcdefg").decode()) == "V"
+
+
+def test_redact_maps_each_removed_line_break_back():
+    value = "secret-in-wrapped-base64!"
+    encoded = base64.b64encode(b"\x00" * 3 + value.encode() + b"\x00" * 3).decode()
+    core = encoded_forms(value)[1]
+    start, end = encoded.index(core), encoded.index(core) + len(core)
+    # Breaks right after the core's first character and right before its last, and outside it.
+    cuts = [2, start + 1, start + 10, end - 1, end + 2]
+    lines = "\n".join(encoded[a:b] for a, b in zip([0, *cuts], [*cuts, len(encoded)], strict=True))
+    text = "data:\n" + lines + "\nend"
+    head = "data:\n" + "\n".join(encoded[a:b] for a, b in zip([0, 2], [2, start], strict=True))
+    tail = encoded[end : end + 2] + "\n" + encoded[end + 2 :] + "\nend"
+    assert SecretScanner([("V", value)]).redact(text) == head + "[redacted]" + tail
 
 
 # Nothing that merely resembles.
