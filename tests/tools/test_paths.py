@@ -4,13 +4,14 @@ No database and no server: the walk is pure `os`, and these run in milliseconds 
 mutation tester runs them once per mutant).
 """
 
+import dataclasses
 import os
 import stat
 from pathlib import Path
 
 import pytest
 
-from tools.services.paths import PathRefused, open_beneath
+from tools.services.paths import PathRefused, open_beneath, size_problem
 
 
 @pytest.fixture
@@ -272,3 +273,23 @@ def test_an_inside_name_removed_and_linked_again_is_refused(tree, monkeypatch):
     monkeypatch.setattr(os, "stat", stat_after_relink)
     assert refusal(tree, "hv") == f"hv {HARD_LINK}"
     assert seen == [1, 1]
+
+
+def test_the_size_limit_is_the_seeds_100_mib_exactly():
+    limit = 100 * 1024 * 1024  # seed 000's number, not the module's constant
+    assert size_problem(limit, "big.bin") is None
+    assert size_problem(limit + 1, "big.bin") == "big.bin is larger than 100 MiB, the limit"
+    assert size_problem(0, "e.txt") == "e.txt is empty"
+    assert size_problem(1, "one.txt") is None
+
+
+def test_an_opened_file_cannot_be_changed_after_the_walk(tree):
+    """What the walk judged (descriptor, name, size) is what the caller gets: no later code can
+    swap the descriptor of a judged file for another."""
+    session, temp, _ = tree
+    opened = open_beneath("top.txt", roots=[str(session), str(temp)], base=str(session))
+    try:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            opened.fd = 0
+    finally:
+        os.close(opened.fd)
