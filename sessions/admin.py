@@ -20,6 +20,9 @@ class HostAdmin(admin.ModelAdmin):
     readonly_fields = [f for f in fields if f not in ("name", "workspace")]
     actions = ["revoke", "reset_token"]
 
+    class Media:
+        css = {"all": ["sessions/hosts-admin.css"]}  # .no-sandbox in red
+
     @admin.display(boolean=True, description="connected")
     def live(self, obj):
         return host_is_live(obj)
@@ -28,7 +31,7 @@ class HostAdmin(admin.ModelAdmin):
     def sandbox_shown(self, obj):
         """A host that runs agents without bubblewrap (CALVIN_ALLOW_UNSANDBOXED) stands out."""
         if obj.sandbox == "none":
-            return format_html('<strong class="no-sandbox" style="color: #ba2121">{}</strong>', "no sandbox")
+            return format_html('<strong class="no-sandbox">{}</strong>', "no sandbox")
         return obj.sandbox or "-"  # "-": it has not registered yet
 
     def save_model(self, request, obj, form, change):

@@ -2,8 +2,10 @@
 /tmp through send_file, and a host without bwrap that refuses unless its operator allows it."""
 
 import time
+from pathlib import Path
 
 import pytest
+from django.contrib.staticfiles import finders
 from django.urls import reverse
 
 from calvin.workspaces.models import Member
@@ -107,9 +109,10 @@ def test_a_host_without_a_sandbox_refuses_to_run_agents_unless_allowed(hosts, tm
     # The admin shows it in red, in the list and on its page; a sandboxed host plainly.
     sandboxed = hosts("sandboxed")
     wait_connected(sandboxed)
-    red = '<strong class="no-sandbox" style="color: #ba2121">no sandbox</strong>'
+    red = '<strong class="no-sandbox">no sandbox</strong>'
     listing = admin_client.get(reverse("admin:agent_sessions_host_changelist")).content.decode()
-    assert listing.count(red) == 1 and "bwrap" in listing
+    assert listing.count(red) == 1 and "bwrap" in listing and "sessions/hosts-admin.css" in listing
+    assert ".no-sandbox {\n  color: #ba2121;" in Path(finders.find("sessions/hosts-admin.css")).read_text()
     page = admin_client.get(reverse("admin:agent_sessions_host_change", args=[allowed.host.id])).content.decode()
     assert red in page
     page = admin_client.get(reverse("admin:agent_sessions_host_change", args=[sandboxed.host.id])).content.decode()
