@@ -129,3 +129,12 @@ def test_without_the_proxy_there_is_no_route_out(tmp_path, server):
     assert "Failed to connect" in got[0] or "Couldn't connect" in got[0], got[0]
     assert got[1] == "lo"  # its own namespace: loopback only
     assert got[2].split() == ["/run:", "calvin", "/run/calvin:", "egress.sock"]  # none of the host's sockets
+
+
+def test_the_agents_exit_status_comes_through_the_forwarder(tmp_path):
+    roots = Roots(tmp_path)
+    runner, _ = roots.runner(1, roots.bwrap())
+    finished = run_turn(runner, a_turn(shell("echo partial; exit 3")))
+    assert finished["status"] == "failed" and "exited with status 3" in finished["error"], finished
+    finished = run_turn(runner, a_turn(shell("kill -TERM $$"), number=2))
+    assert "exited with status 143" in finished["error"], finished  # 128 + SIGTERM, as a shell says
