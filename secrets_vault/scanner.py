@@ -278,7 +278,7 @@ class _Patterns:
 
     def hits(self, reading: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, str, str]]:
         """(start, end, name, kind) of each verified hit in reading[start:end], indexes of `reading`."""
-        piece = reading if start == 0 and end is None else reading[start:end]
+        piece = reading[start:end]
         for index, hit_start, hit_end in self._automaton.find_matches_as_indexes(_fold(piece), overlapping=True):
             found = piece[hit_start:hit_end]
             for name, kind, form in self.entries[index]:
