@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import httpx2
@@ -13,6 +14,7 @@ import pytest
 import uvicorn
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.utils import timezone
 
 from calvin.http_server import proxy_options, trusted_proxies_from, trusted_proxy_list, uvicorn_config
 from tests.conftest import free_port, wait_for
@@ -242,6 +244,45 @@ def test_forwarded_headers_from_a_peer_that_is_not_a_named_proxy_are_ignored(roo
     assert recorded_addresses() == {"127.0.0.1"}
 
 
+def old_failures(*, username: str, address: str, failures: int, minutes_ago: float) -> None:
+    attempt = AccessAttempt.objects.create(
+        username=username,
+        ip_address=address,
+        user_agent="spray/1.0",
+        http_accept="*/*",
+        path_info="/accounts/login/",
+        get_data="",
+        post_data="",
+        failures_since_start=failures,
+    )
+    AccessAttempt.objects.filter(id=attempt.id).update(attempt_time=timezone.now() - timedelta(minutes=minutes_ago))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_failures_older_than_the_cool_off_count_for_neither_limit(proxied_gateway, root):
+    cool_off = settings.AXES_COOLOFF_TIME * 60  # minutes
+    old_failures(username="root", address="198.51.100.1", failures=50, minutes_ago=cool_off + 1)
+    old_failures(username="someone", address="198.51.100.9", failures=50, minutes_ago=cool_off + 1)
+    with httpx2.Client(base_url=proxied_gateway, timeout=10) as http:
+        assert logged_in(attempt(http, "root", ADMIN_PASSWORD, forwarded_for="198.51.100.9"))
+    old_failures(username="root", address="198.51.100.2", failures=50, minutes_ago=cool_off - 1)
+    with httpx2.Client(base_url=proxied_gateway, timeout=10) as http:  # within the cool-off they do
+        assert_locked_out(attempt(http, "root", ADMIN_PASSWORD, forwarded_for="198.51.100.9"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_limits_are_the_settings(proxied_gateway, root, settings):
+    settings.CALVIN_LOGIN_USERNAME_FAILURE_LIMIT = settings.CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT = 1
+    with httpx2.Client(base_url=proxied_gateway, timeout=10) as http:
+        assert logged_in(attempt(http, "root", ADMIN_PASSWORD, forwarded_for="198.51.100.1"))  # none failed yet
+    with httpx2.Client(base_url=proxied_gateway, timeout=10) as http:
+        assert_locked_out(attempt(http, "root", "wrong", forwarded_for="198.51.100.1"))  # at the first failure
+    settings.CALVIN_LOGIN_USERNAME_FAILURE_LIMIT, settings.CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT = 5, 2
+    with httpx2.Client(base_url=proxied_gateway, timeout=10) as http:
+        assert attempt(http, "someone", "wrong", forwarded_for="198.51.100.2").status_code == 200
+        assert_locked_out(attempt(http, "else", "wrong", forwarded_for="198.51.100.2"))  # the address's second
+
+
 def login_claiming_https(base: str) -> int:
     """A login POST whose Origin is https: Django's CSRF check accepts it only if it sees the
     request as https, i.e. only if it believed X-Forwarded-Proto."""
@@ -266,6 +307,7 @@ def test_forwarded_proto_is_believed_only_from_a_named_proxy(gateway, proxied_ga
 def test_trusted_proxies_are_addresses_or_networks():
     assert trusted_proxy_list(" 10.0.0.5, 10.1.0.0/16,,::1 ") == ["10.0.0.5/32", "10.1.0.0/16", "::1/128"]
     assert trusted_proxy_list(["192.0.2.1", "2001:db8::/32"]) == ["192.0.2.1/32", "2001:db8::/32"]
+    assert trusted_proxy_list("10.0.0.5/24") == ["10.0.0.0/24"]  # the network an address with a mask lies in
     assert trusted_proxy_list("") == [] and trusted_proxy_list([]) == []
     for wrong in ("*", "10.0.0.300", "proxy.internal", "10.0.0.0/33"):
         with pytest.raises(ValueError, match="is not an IP address or network") as refused:
