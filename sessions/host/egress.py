@@ -328,8 +328,8 @@ class EgressProxy:
             else:
                 up_writer.write(first)
             await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-        except (OSError, asyncio.CancelledError):
-            pass
+        except OSError:
+            pass  # either side went away: the other is closed below
         finally:
             for each in (writer, upstream[1] if upstream else None):
                 if each is not None:

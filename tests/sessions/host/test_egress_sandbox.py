@@ -64,8 +64,10 @@ def test_an_allowlisted_name_is_reached_and_others_are_refused_with_the_rule(tmp
         curl(f"http://localhost:{other}/y"),
         curl(f"http://127.0.0.1:{other}/z"),  # the other server, not by the name listed
         curl("https://example.org/"),
+        curl(f"http://127.0.0.1:{allowed}/tunnelled", "--proxytunnel"),  # CONNECT, as for https
     )
     assert got[0] == f"page of {allowed} at /x"
+    assert got[4] == f"page of {allowed} at /tunnelled"
     assert got[1] == f"page of {other} at /y"
     assert f"calvin egress: 127.0.0.1:{other} refused: 127.0.0.1:{other} is not on workspace acme's allowlist" in got[2]
     # CONNECT refused: curl says the proxy answered 403 (it shows no body of a failed CONNECT).
