@@ -6,7 +6,9 @@ the places that hold other sessions, the host's own state, logs or the host user
 covered by an empty tmpfs). It runs as an unprivileged user: a daemon running as root has
 bwrap set up the mounts and the agent's process then drop to CALVIN_AGENT_UID/GID (no
 capabilities, no new privileges), so root-only files stay unreadable; an unprivileged daemon's
-bwrap makes a user namespace in which the agent is uid 1000. Where bwrap does not work, the
+bwrap makes a user namespace in which the agent is uid 1000. Its network is a namespace of
+its own (loopback only): traffic leaves through the host's egress proxy (egress.py), whose
+socket is bound in at /run/calvin/egress.sock. Where bwrap does not work, the
 agent still runs with a clean environment, in a process group of its own and under resource
 limits; the host says why there is no sandbox (and refuses to run agents unless allowed).
 """
