@@ -357,6 +357,8 @@ CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT = env.int("CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT
 for _name in ("AXES_FAILURE_LIMIT", "CALVIN_LOGIN_USERNAME_FAILURE_LIMIT", "CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT"):
     if globals()[_name] < 1:
         raise environ.ImproperlyConfigured(f"{_name} must be at least 1 (failed logins before a lockout)")
+if AXES_COOLOFF_TIME <= 0:  # 0 would forget every failure at once: no throttling at all
+    raise environ.ImproperlyConfigured("AXES_COOLOFF_MINUTES must be above 0 (how long a lockout lasts)")
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "calvin.dashboard.views.login_locked_out"
 AXES_VERBOSE = env.bool("AXES_VERBOSE", default=False)  # its banner and per-login lines are noise in `up`

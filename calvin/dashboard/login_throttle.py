@@ -18,10 +18,8 @@ from django.db.models import Sum
 
 
 def recent_failures(request, **match) -> int:
-    """Failures within the cool-off (as axes counts its own) of the attempts matching `match`."""
-    attempts = AccessAttempt.objects.filter(**match)
-    if settings.AXES_COOLOFF_TIME is not None:
-        attempts = attempts.filter(attempt_time__gte=get_cool_off_threshold(request))
+    """Failures within the cool-off (always set here), as axes counts its own, of the attempts matching `match`."""
+    attempts = AccessAttempt.objects.filter(attempt_time__gte=get_cool_off_threshold(request), **match)
     return attempts.aggregate(failures=Sum("failures_since_start"))["failures"] or 0
 
 

@@ -392,3 +392,6 @@ def test_a_lockout_limit_below_one_is_refused_when_settings_load(tmp_path):
         checked = run("manage.py", "check", var=tmp_path, **{name: "0"})
         assert checked.returncode == 1, name
         assert f"{name} must be at least 1 (failed logins before a lockout)" in checked.stderr
+    for minutes in ("0", "-5"):
+        checked = run("manage.py", "check", var=tmp_path, AXES_COOLOFF_MINUTES=minutes)
+        assert checked.returncode == 1 and "AXES_COOLOFF_MINUTES must be above 0" in checked.stderr
