@@ -222,7 +222,10 @@ def test_short_values_make_no_short_patterns():
 def test_every_encoded_form_is_long_enough_and_new(value):
     forms = encoded_forms(value)
     assert forms[0] == value
-    assert all(len(form) >= MIN_ENCODED_LEN for form in forms[1:])
+    # As a JSON string writes the value, its \\u escapes read: the value itself, whatever its length.
+    escaped = re.sub(r"\\u00([01][0-9a-f])", lambda m: chr(int(m[1], 16)), json.dumps(value, ensure_ascii=False)[1:-1])
+    short = {escaped, escaped.replace("/", "\\/")}
+    assert all(len(form) >= MIN_ENCODED_LEN for form in forms[1:] if form not in short)
     assert len(set(forms)) == len(forms)
 
 
