@@ -20,7 +20,7 @@ from secrets_vault.scanner import SecretScanner
 REDACTED = "[redacted]"
 
 # The remembered values are bounded: every new value rebuilds the automaton (about 1 ms
-# per 100 values here) and each costs memory for ~13 patterns. The oldest go first.
+# per 100 values here) and each costs memory for 11 to 15 patterns. The oldest go first.
 MAX_REMEMBERED = 1000
 MAX_REMEMBERED_CHARS = 1024 * 1024
 

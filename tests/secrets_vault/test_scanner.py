@@ -617,6 +617,35 @@ def test_redact_maps_each_removed_line_break_back():
     assert SecretScanner([("V", value)]).redact(text) == head + "[redacted]" + tail
 
 
+def test_a_removed_escaped_line_break_can_not_hide_a_value_it_is_next_to():
+    # Read unwrapped, "\n" takes the value's first letter: the text before unwrapping is read too.
+    scanner = SecretScanner([("V", "n0t-a-secret-value")])
+    assert scanner.find("C:\\n0t-a-secret-value") == "V"
+    assert scanner.redact('{"path": "C:\\n0t-a-secret-value"}') == '{"path": "C:\\[redacted]"}'
+    assert SecretScanner([("V", "ends-with-a-backslash\\")]).find("ends-with-a-backslash\\r") == "V"
+
+
+def test_every_escape_far_apart_is_read_around():
+    scanner = SecretScanner([("V", "41bc-secret-value")])
+    assert scanner.find("%41bc-secret-value" + " words " * 100 + "%41") == "V"
+    assert scanner.find("%41" + " words " * 100 + "%41bc-secret-value") == "V"
+
+
+def test_json_escaped_pem_with_real_line_breaks_maps_back():
+    value = "pem-secret-in-json-and-lines"
+    encoded = base64.b64encode(b"\x00" * 30 + value.encode() + b"\x00" * 30).decode()
+    core = encoded_forms(value)[1]
+    start, end = encoded.index(core), encoded.index(core) + len(core)
+    # An escaped break inside the core, a real one too, and both kinds outside it.
+    body = encoded[:5] + "\\n" + encoded[5 : start + 3] + "\\n" + encoded[start + 3 : end - 4] + "\n"
+    body += encoded[end - 4 : end + 2] + "\\n" + encoded[end + 2 :]
+    redacted = SecretScanner([("V", value)]).redact(body)
+    assert (
+        redacted
+        == encoded[:5] + "\\n" + encoded[5:start] + "[redacted]" + encoded[end : end + 2] + "\\n" + encoded[end + 2 :]
+    )
+
+
 # Nothing that merely resembles.
 
 
