@@ -257,6 +257,21 @@ def test_an_inside_name_replaced_by_another_file_after_the_open_is_refused(tree,
     assert refusal(tree, "hv") == "cannot open hv: it changed while it was opened"
 
 
+def test_an_inside_name_replaced_by_a_symlink_to_the_outside_name_is_refused(tree, monkeypatch):
+    """After the open, hv becomes a symlink to the outside name: the outside inode then has one
+    link, and a stat that followed the name would find that very inode. The name is not
+    followed: it is no longer the file that was opened."""
+    session, _, outside = tree
+    os.link(outside / "secret.txt", session / "hv")
+
+    def to_symlink():
+        os.unlink(session / "hv")
+        (session / "hv").symlink_to(outside / "secret.txt")
+
+    _on_regular_fstats(monkeypatch, to_symlink)
+    assert refusal(tree, "hv") == "cannot open hv: it changed while it was opened"
+
+
 def test_an_inside_name_removed_and_linked_again_is_refused(tree, monkeypatch):
     """Removed before the walk's fstat, linked again after the judge's: both fstats say one
     link, the stat of the name after them sees two."""
