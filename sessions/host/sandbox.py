@@ -140,7 +140,8 @@ class Sandbox:
             argv = [*forwarder, "--port", str(FORWARDER_PORT), "--", *argv]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         args += ["--die-with-parent", "--new-session", "--chdir", os.path.abspath(directory), "--"]
-        return [*args, *_drop_argv(self.setpriv, {"agent_uid": self.agent_uid, "agent_gid": self.agent_gid}), *argv]
+        drop = _drop_argv(self.setpriv, {"agent_uid": self.agent_uid, "agent_gid": self.agent_gid})
+        return [*_once(args), *drop, *argv]
 
     @property
     def drops_privileges(self) -> bool:
@@ -185,6 +186,22 @@ def _way_in(destination) -> list[str]:
     for parent in reversed(Path(os.path.abspath(destination)).parents[:-1]):
         args += ["--perms", "0755", "--dir", str(parent)]
     return args
+
+
+def _once(args: list[str]) -> list[str]:
+    """The bwrap arguments without a `--perms 0755 --dir D` for a D already made (each made
+    costs bwrap a few system calls, and many mounts share their ways in)."""
+    kept, made, i = [], set(), 0
+    while i < len(args):
+        if args[i : i + 3] == ["--perms", "0755", "--dir"] and i + 3 < len(args):
+            if args[i + 3] not in made:
+                made.add(args[i + 3])
+                kept += args[i : i + 4]
+            i += 4
+        else:
+            kept.append(args[i])
+            i += 1
+    return kept
 
 
 def _drop_argv(setpriv: str, ids: dict) -> list[str]:

@@ -39,7 +39,8 @@ def test_the_agent_sees_its_secrets_and_nothing_of_the_hosts_environment(tmp_pat
         "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "API_KEY", "DEPLOY_KEY", *proxy
     }  # fmt: skip
     assert "cvn_host-token" not in finished["reply"] and "gateway-only" not in finished["reply"]
-    assert environment["TMPDIR"] == str(runner.temp_directory)
+    # Under bwrap the session's temp directory is the agent's /tmp.
+    assert environment["TMPDIR"] == ("/tmp" if kind == "bwrap" else str(runner.temp_directory))
     assert environment["HOME"] == str(runner.directory)  # command and script: the session directory
     assert (environment["LANG"], environment["LC_ALL"], environment["TERM"]) == ("C.UTF-8", "C.UTF-8", "dumb")
     assert environment["API_KEY"] == "sk-live-0123456789"

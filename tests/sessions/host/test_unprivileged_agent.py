@@ -123,3 +123,17 @@ def test_the_host_refuses_an_agent_user_that_is_root_or_not_numbers(agent_user, 
 def test_probe_refuses_root_as_the_agents_user(tmp_path):
     with pytest.raises(ValueError, match="must not be 0"):
         Sandbox.probe([tmp_path], agent_uid=0)
+
+
+def test_the_hosts_logs_homes_and_runtime_directory_are_empty_inside(tmp_path):
+    assert any(Path("/var/log").iterdir()), "this machine has logs to hide"
+    runner, _ = Roots(tmp_path).runner(1, Roots(tmp_path).bwrap())
+    places = "/var/log /home /run /var/mail /var/spool /var/tmp"
+    finished = run_turn(
+        runner, a_turn(shell(f"for d in {places}; do ls -A $d 2>/dev/null; done; echo ==; ls -A /root"))
+    )
+    shown, root = finished["reply"].split("==")
+    assert shown.split() in ([], ["calvin"]), finished  # /run/calvin: the egress proxy's socket
+    # Root's home holds only the way to what the sandbox shows again (this Python lives there).
+    ways = {p.relative_to("/root").parts[0] for p in sandbox_module.ALWAYS_SHOWN if p.is_relative_to("/root")}
+    assert set(root.split()) <= ways, finished
