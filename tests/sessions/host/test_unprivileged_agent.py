@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from sessions.host import sandbox as sandbox_module
-from sessions.host.sandbox import SANDBOX_UID, Sandbox
+from sessions.host.sandbox import SANDBOX_UID, Sandbox, private_directory
 from tests.sessions.host import Roots, a_turn, run_turn, shell
 
 
@@ -137,3 +137,16 @@ def test_the_hosts_logs_homes_and_runtime_directory_are_empty_inside(tmp_path):
     # Root's home holds only the way to what the sandbox shows again (this Python lives there).
     ways = {p.relative_to("/root").parts[0] for p in sandbox_module.ALWAYS_SHOWN if p.is_relative_to("/root")}
     assert set(root.split()) <= ways, finished
+
+
+def test_a_directory_shown_deep_inside_a_hidden_place_is_reachable_by_the_agents_user(tmp_path):
+    """bwrap makes a mount's missing parents 0700 (root's): the way to the agent's own
+    directory, several levels into a hidden place, must let nobody through."""
+    roots = Roots(tmp_path)
+    agents = tmp_path / "agents"
+    own = private_directory(agents / "agent-1" / "workspace")
+    runner, _ = roots.runner(1, Sandbox.probe([*roots.hidden(), agents]))
+    script = 'echo kept > "$CALVIN_AGENT_DIR/note" && cat "$CALVIN_AGENT_DIR/note"; ls -A ' + str(agents)
+    finished = run_turn(runner, a_turn(shell(script)), agent_directory=own)
+    assert finished["reply"].split() == ["kept", "agent-1"], finished
+    assert (own / "note").stat().st_uid == 65534
