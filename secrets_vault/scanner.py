@@ -277,7 +277,7 @@ class _Unwrapped:
             self._stages.append((breaks, text))
         self.text = joined
         self.changed = bool(self._stages)
-        # Removing `\\n` takes characters that are not line breaks (a value may begin with
+        # Removing `\n` takes characters that are not line breaks (a value may begin with
         # n after a backslash): the text before this stage must then be read as well.
         self.escapes_removed = bool(self._stages) and self._stages[0][0] is _ESCAPED_LINE_BREAK
         self._removals: list[tuple[list[int], list[int]]] | None = None
