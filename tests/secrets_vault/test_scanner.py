@@ -442,9 +442,17 @@ def test_wrapped_base64_at_each_alignment(width, newline, offset):
 
 
 def test_wrapped_and_indented_base64():
-    value = "indented-secret-value-in-yaml"
-    body = wrap(base64.b64encode(b"\x00" * 50 + value.encode()).decode(), 64, "\n", "      ")
-    assert SecretScanner([("Y", value)]).find(f"tls.key: |\n{body}\n") == "Y"
+    value = "indented-secret-value-in-yaml-longer-than-one-line-of-base64"
+    assert min(len(core) for core in encoded_forms(value)[1:4]) > 64  # every alignment crosses a line
+    for offset in range(3):
+        body = wrap(base64.b64encode(b"\x00" * offset + value.encode()).decode(), 64, "\n", "      ")
+        assert SecretScanner([("Y", value)]).find(f"tls.key: |\n{body}\n") == "Y"
+
+
+def test_an_empty_value_is_no_pattern():
+    scanner = SecretScanner([("EMPTY", ""), ("A", "alpha-secret-1")])
+    assert scanner.find("any text") is None
+    assert scanner.find("x alpha-secret-1") == "A"
 
 
 def test_wrapped_base64_in_a_json_string_and_percent_encoded():
