@@ -592,8 +592,11 @@ def test_the_text_as_it_is_is_read_as_far_as_the_longest_pattern_from_an_escape(
     value = "escape-eaten-hex"
     hexed = value.encode().hex()
     assert max(len(form) for form in encoded_forms(value)) == len(hexed)
-    # "%65" decodes to "e": only the text as it is holds the whole hex, ending len(hex) - 1 past the escape.
-    assert SecretScanner([("V", value)]).find("%" + hexed) == "V"
+    # "%a6" decodes to one character: only the text as it is holds the whole hex, which begins
+    # at the escape's last character and ends len(hex) - 1 past it.
+    assert SecretScanner([("V", value)]).find("%a" + hexed + " and more") == "V"
+    # A value at the very start whose end an escape takes.
+    assert SecretScanner([("P", "secret-value-50%")]).find("secret-value-50%41") == "P"
 
 
 def test_non_ascii_letters_that_lowercase_longer_keep_every_index():
@@ -652,6 +655,15 @@ def test_json_escaped_pem_with_real_line_breaks_maps_back():
         redacted
         == encoded[:5] + "\\n" + encoded[5:start] + "[redacted]" + encoded[end : end + 2] + "\\n" + encoded[end + 2 :]
     )
+
+
+def test_redact_merges_adjacent_occurrences():
+    scanner = SecretScanner([("A", "alpha-secret-1")])
+    assert scanner.redact("x alpha-secret-1alpha-secret-1 y") == "x [redacted] y"
+
+
+def test_a_scanner_without_secrets_finds_nothing_in_a_file():
+    assert SecretScanner([]).find_in_file(io.BytesIO(b"alpha-secret-1")) is None
 
 
 # Nothing that merely resembles.
