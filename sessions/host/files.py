@@ -19,12 +19,22 @@ CHUNK = 256 * 1024
 SANDBOX_TMP = "/tmp"
 
 
-def host_path(path: str, *, temp_directory: str, sandboxed: bool) -> str:
+def host_path(path: str, *, roots: tuple[str, str], sandboxed: bool) -> str:
     """The host's name for what the agent calls `path`: under bwrap its /tmp is the session's
-    temp directory (never another's: the walk then keeps to this session's roots)."""
-    if sandboxed and (path == SANDBOX_TMP or path.startswith(SANDBOX_TMP + "/")):
-        return temp_directory + path[len(SANDBOX_TMP) :]
-    return path
+    temp directory (never another's: the walk then keeps to this session's roots). The
+    session's own directories keep their names even where the host keeps them under its /tmp:
+    the sandbox binds them there, over its own /tmp."""
+    if not sandboxed or not (path == SANDBOX_TMP or path.startswith(SANDBOX_TMP + "/")):
+        return path
+    if any(_lies_under(path, root) for root in roots):
+        return path
+    return roots[1] + path[len(SANDBOX_TMP) :]
+
+
+def _lies_under(path: str, root: str) -> bool:
+    """Component by component, `..` left for the walk (which never climbs above a root)."""
+    parts, root_parts = ([part for part in name.split("/") if part not in ("", ".")] for name in (path, root))
+    return parts[: len(root_parts)] == root_parts
 
 
 def session_roots(*, sessions_root: Path, temp_root: Path, session_id: int) -> tuple[str, str]:
@@ -54,7 +64,7 @@ async def file_read_answer(
         return await refuse("this host has no directory for the session")
     try:
         opened = open_beneath(
-            host_path(path, temp_directory=temp_directory, sandboxed=sandboxed),
+            host_path(path, roots=(directory, temp_directory), sandboxed=sandboxed),
             roots=[directory, temp_directory],
             base=directory,
         )

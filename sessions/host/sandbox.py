@@ -115,11 +115,13 @@ class Sandbox:
         if self.kind != "bwrap":
             return list(argv)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        shown = [directory, temp_directory, secrets_directory, *home_binds, *ALWAYS_SHOWN, *reveal]
+        # The forwarder runs whatever else of the code is shown (a REPO under a hidden /tmp).
+        reveal = [*ALWAYS_SHOWN, *reveal, *([FORWARDER] if egress_socket is not None else [])]
+        shown = [directory, temp_directory, secrets_directory, *home_binds, *reveal]
         closed = closed_ancestors(shown, owner=self.agent_owner or (os.getuid(), os.getgid()))
         # /tmp is the session's own temp directory, mounted where the host's /tmp was hidden.
         args += _hide_and_reveal(
-            [*host_private(), *self.hide, *closed], [*ALWAYS_SHOWN, *reveal], tmp=Path(temp_directory).resolve()
+            [*host_private(), *self.hide, *closed], reveal, tmp=Path(temp_directory).resolve()
         )
         for path in (directory, temp_directory):  # the temp directory at its host name too
             args += [*_way_in(path), "--bind", str(Path(path).resolve()), os.path.abspath(path)]

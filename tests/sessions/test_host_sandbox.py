@@ -79,7 +79,8 @@ def test_send_file_of_tmp_from_the_sandboxed_agent_comes_from_its_temp_directory
     # Another session's temp directory, by its host name and through /tmp/..: refused.
     for path in (f"{other_temp}/private.txt", f"/tmp/../session-{other.id}/private.txt"):
         refused = run(session, ["sh", "-c", f"calvin-send-file {path} 2>&1; true"])
-        assert "outside the session directory" in refused or "No such file" in refused, refused
+        # "no file at": the host keeps its state under its /tmp, where the name is the agent's own /tmp.
+        assert any(text in refused for text in ("outside the session directory", "No such file", "no file at")), refused
     assert ToolCall.objects.filter(session=session, tool="send_file").count() == 1
 
 

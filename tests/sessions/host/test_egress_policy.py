@@ -3,6 +3,7 @@
 import asyncio
 import http.server
 import ipaddress
+import os
 import threading
 
 import pytest
@@ -180,7 +181,12 @@ def test_the_proxy_connects_to_the_address_it_checked_and_never_looks_the_name_u
         p = EgressProxy(policy=policy, gateways=frozenset(), resolve=resolve, own=OWN)
         await p.start(tmp_path / "egress.sock")
         try:
-            reader, writer = await asyncio.open_unix_connection(tmp_path / "egress.sock")
+            # By the directory's descriptor: a deep tmp_path is longer than a socket address may be.
+            directory = os.open(tmp_path, os.O_PATH)
+            try:
+                reader, writer = await asyncio.open_unix_connection(f"/proc/self/fd/{directory}/egress.sock")
+            finally:
+                os.close(directory)
             writer.write(f"GET http://rebind.example:{port}/page HTTP/1.1\r\nHost: rebind.example\r\n\r\n".encode())
             answer = await asyncio.wait_for(reader.read(), 10)
             writer.close()

@@ -3,6 +3,9 @@ only its own; without the sandbox /tmp is the host's, which is outside the sessi
 
 import asyncio
 import base64
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -50,8 +53,28 @@ def test_tmp_of_a_sandboxed_agent_is_its_sessions_temp_directory(two_sessions):
 def test_another_sessions_temp_directory_stays_out_of_reach(two_sessions):
     for path in ("/tmp/../session-2/shot.png", f"{two_sessions}/tmp/session-2/shot.png", "/tmp/../../x"):
         reply = read(two_sessions, path, sandboxed=True)
-        assert not reply["ok"] and "outside the session directory" in reply["error"], (path, reply)
+        # Where the host's state lies under its own /tmp (a clone in /tmp), the agent's name for
+        # the other session's file is a name inside its own /tmp, where there is no such file.
+        refused = "outside the session directory" in reply["error"] or "no file at" in reply["error"]
+        assert not reply["ok"] and refused and not reply["data"], (path, reply)
     assert read(two_sessions, "/tmp", sandboxed=True)["ok"] is False  # a directory
+
+
+def test_a_sessions_own_directories_under_the_hosts_tmp_keep_their_names():
+    """The sandbox binds the session's directories at their host names, over its own /tmp."""
+    state = Path(tempfile.mkdtemp(prefix="calvin-host-", dir="/tmp"))
+    try:
+        for root in ("sessions", "tmp"):
+            (state / root / "session-1").mkdir(parents=True)
+        (state / "sessions" / "session-1" / "notes.txt").write_bytes(b"own notes")
+        (state / "tmp" / "session-1" / "shot.png").write_bytes(b"own shot")
+        for path, data in ((f"{state}/sessions/session-1/notes.txt", b"own notes"), ("/tmp/shot.png", b"own shot")):
+            reply = read(state, path, sandboxed=True)
+            assert (reply["ok"], reply["data"]) == (True, data), (path, reply)
+        reply = read(state, f"{state}/sessions/session-1/../session-2/x", sandboxed=True)
+        assert not reply["ok"] and "outside the session directory" in reply["error"], reply
+    finally:
+        shutil.rmtree(state)
 
 
 def test_without_the_sandbox_tmp_is_the_hosts_own_and_refused(two_sessions):
