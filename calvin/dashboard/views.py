@@ -69,8 +69,9 @@ def thread_detail(request, thread_id: int):
     if before is not None and not (before.isdigit() and len(before) < 19):
         return HttpResponseBadRequest("before must be a message id.")
     before = int(before) if before is not None else None
-    messages, has_earlier = thread_messages_page(thread, before=before, size=THREAD_PAGE_SIZE)
-    context = {"thread": thread, "messages": messages, "has_earlier": has_earlier, "live": before is None}
+    # Not `messages`: that name is Django's notices (base.html shows them above every page).
+    page, has_earlier = thread_messages_page(thread, before=before, size=THREAD_PAGE_SIZE)
+    context = {"thread": thread, "thread_messages": page, "has_earlier": has_earlier, "live": before is None}
     return render(request, "chat/thread.html", {**context, "form": ReplyForm()})
 
 

@@ -72,3 +72,24 @@ def test_the_agents_card_and_image_appear_live_without_a_reload(gateway, celery_
     # Each message shows once, the person's prompt is still there, and the page never reloaded.
     expect(page.locator("#messages .msg")).to_have_count(3)
     assert page.evaluate("window.__marker") == 1
+
+
+def test_the_thread_page_shows_notices_not_its_messages_above_the_thread(gateway, celery_worker, workspace, page):
+    """The thread's messages once, in the thread; above it only Django's notices (a Stop's outcome)."""
+    page.goto(f"{gateway}/accounts/login/")
+    page.fill("#id_username", "owner")
+    page.fill("#id_password", OWNER_PASSWORD)
+    page.click("button:text-is('Log in')")
+    page.select_option("#id_workspace", label="Acme")
+    page.fill("#id_prompt", PROMPT)
+    page.click("button:text-is('Start')")
+    expect(page.locator("#messages .msg.person")).to_contain_text(PROMPT)
+    page.reload()
+    expect(page.locator("#messages .msg")).to_have_count(1)
+    expect(page.locator("main ul.notices")).to_have_count(0)
+
+    page.click("#stop-agent")
+    notices = page.locator("main ul.notices li")
+    expect(notices).to_have_count(1)
+    expect(notices.first).to_contain_text("Stop:")
+    expect(page.locator("#messages .msg.person")).to_have_count(1)

@@ -304,6 +304,7 @@ def test_the_page_works_in_chromium_under_the_policy(gateway, vault, workspace, 
     page.fill("#id_value", VALUE)
     page.click("#secret-new button[type=submit]")
     expect(page.locator("#messages-sent")).to_contain_text("NPM_TOKEN is set for agent builder.")
+    expect(page.get_by_text("NPM_TOKEN is set for agent builder.")).to_have_count(1)  # in its panel only
     assert VALUE not in page.content() and page.url == gateway + secrets_url(workspace.id)
     secret = Secret.objects.get(name="NPM_TOKEN")
     assert stored_value(secret) == VALUE
