@@ -26,9 +26,7 @@ class SecretRequestRefused(Exception):
 
 def secret_request_may_set(*, member, session) -> bool:
     """The session's owner, or an owner or admin of its workspace."""
-    if member is None or member.workspace_id != session.workspace_id:
-        return False
-    return member.is_admin or member.id == session.owner_id
+    return session.may_be_decided_by(member)
 
 
 def _button_label(name: str) -> str:

@@ -95,7 +95,7 @@ def thread_stop(request, thread_id: int):
     thread = thread_for(request.user, thread_id)
     member = member_in(request.user, thread.workspace_id)
     session = thread.session
-    if member is None or not (member.is_admin or session.owner_id == member.id):
+    if not session.may_be_decided_by(member):
         return HttpResponseForbidden("Only the person who started this session or a workspace admin can stop it.")
     outcome = session_stop(session_id=session.id, member=member, via="web")
     django_messages.info(request, f"Stop: {outcome}.")

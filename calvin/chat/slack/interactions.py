@@ -134,9 +134,7 @@ def slack_button_press(*, press: Press) -> Outcome:
 
 def session_may_steer(*, member, session: Session) -> bool:
     """Stop it or change its mode: the session's owner, or an owner or admin of its workspace."""
-    if member is None or member.workspace_id != session.workspace_id:
-        return False
-    return member.is_admin or member.id == session.owner_id
+    return session.may_be_decided_by(member)
 
 
 def channel_session_latest(*, workspace_id: int, channel_id: str) -> Session | None:
