@@ -112,6 +112,8 @@ INSTALLED_APPS = [
     "approvals",
     "secrets_vault",
     "calvin.dashboard",
+    "calvin.accounts",
+    "calvin.audit",
     "axes",
     "csp",
 ]
@@ -124,6 +126,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "calvin.audit.context.AuditOriginMiddleware",  # the client address and channel for audit rows
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lockout into its page
 ]
@@ -277,8 +280,19 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# Email (sign-up verification, invitations, password resets). EMAIL_URL as django-environ reads
+# it (smtp+tls://user:password@host:587, consolemail://, filemail:///path); without it the
+# console backend: under embedded `up` a newcomer reads the links in the log.
+vars().update({k: v for k, v in env.email_url("EMAIL_URL", default="consolemail://").items() if v is not None})
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Calvin <calvin@localhost>")
+# Audit events older than this many days are removed by the audit sweep.
+CALVIN_AUDIT_KEEP_DAYS = env.int("CALVIN_AUDIT_KEEP_DAYS", default=365)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:home"
 LOGOUT_REDIRECT_URL = "login"

@@ -8,6 +8,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/", include("calvin.accounts.urls")),
     path("", include("calvin.chat.slack.urls")),
     path("", include("calvin.dashboard.urls")),
 ]

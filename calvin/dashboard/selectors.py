@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 from django.conf import settings
 from django.contrib import auth
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from calvin.workspaces.models import Member
@@ -55,6 +56,14 @@ def thread_messages_page(thread: Thread, *, before: int | None, size: int) -> tu
 
 def thread_for(user, thread_id: int) -> Thread:
     return get_object_or_404(threads_visible_to(user), id=thread_id)
+
+
+def member_for_slug(user, slug: str) -> Member:
+    """The person's membership of the workspace a /w/<slug>/ page shows; 404 when they have none
+    (another tenant's workspace and no workspace look the same)."""
+    if not user.is_authenticated:
+        raise Http404("No such workspace")
+    return get_object_or_404(Member.objects.select_related("workspace"), user=user, workspace__slug=slug)
 
 
 def member_in(user, workspace_id: int) -> Member | None:
