@@ -1,5 +1,3 @@
-from django.urls import path
-
 app_name = "accounts"
 
 urlpatterns: list = []

@@ -17,7 +17,8 @@ class Origin:
     ip: str | None = None
 
 
-_origin: contextvars.ContextVar[Origin] = contextvars.ContextVar("audit_origin", default=Origin())
+SYSTEM = Origin()
+_origin: contextvars.ContextVar[Origin] = contextvars.ContextVar("audit_origin", default=SYSTEM)  # noqa: B039 (frozen)
 
 
 def origin_current() -> Origin:

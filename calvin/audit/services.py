@@ -25,7 +25,11 @@ def _actor(actor) -> dict:
     if isinstance(actor, Host):
         return {"actor_kind": AuditEvent.ActorKind.HOST, "actor_label": f"host {actor.name}"}
     if getattr(actor, "is_authenticated", False):  # a User
-        return {"actor_kind": AuditEvent.ActorKind.PERSON, "actor_user_id": actor.pk, "actor_label": actor.get_username()}
+        return {
+            "actor_kind": AuditEvent.ActorKind.PERSON,
+            "actor_user_id": actor.pk,
+            "actor_label": actor.get_username(),
+        }
     raise TypeError(f"an audit actor is a Member, User, Agent, Host or None, not {type(actor).__name__}")
 
 

@@ -16,14 +16,24 @@ def test_a_record_names_who_what_where_and_from_where(django_user_model):
     member = Member.objects.create(workspace=workspace, user=user, role=Member.Role.OWNER)
     with transaction.atomic(), audit_origin(via="admin", ip="203.0.113.9"):
         event = audit_record(
-            verb="member.role_change", workspace=workspace, actor=member, target=member, changes={"role": ("member", "owner")}
+            verb="member.role_change",
+            workspace=workspace,
+            actor=member,
+            target=member,
+            changes={"role": ("member", "owner")},
         )
     event.refresh_from_db()
     assert (event.verb, event.workspace_id, event.actor_user_id, event.actor_label) == (
-        "member.role_change", workspace.id, user.id, "ann@example.com"
+        "member.role_change",
+        workspace.id,
+        user.id,
+        "ann@example.com",
     )
     assert (event.via, event.ip, event.target_type, event.changes) == (
-        "admin", "203.0.113.9", "workspaces.member", {"role": ["member", "owner"]}
+        "admin",
+        "203.0.113.9",
+        "workspaces.member",
+        {"role": ["member", "owner"]},
     )
 
 
