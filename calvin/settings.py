@@ -144,6 +144,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "calvin.dashboard.context_processors.workspaces",  # the header's workspace and switcher
             ],
         },
     },
@@ -293,6 +294,8 @@ vars().update({k: v for k, v in env.email_url("EMAIL_URL", default="consolemail:
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Calvin <calvin@localhost>")
 # Audit events older than this many days are removed by the audit sweep.
 CALVIN_AUDIT_KEEP_DAYS = env.int("CALVIN_AUDIT_KEEP_DAYS", default=365)
+# How many workspaces one person may own (create); superusers are not limited.
+CALVIN_WORKSPACES_PER_PERSON = env.int("CALVIN_WORKSPACES_PER_PERSON", default=10)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:home"
 LOGOUT_REDIRECT_URL = "login"
