@@ -97,7 +97,7 @@ if _KEY_PROBLEM and not _MAKING_A_VAULT_KEY:
     raise environ.ImproperlyConfigured(_KEY_PROBLEM)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "calvin.admin_apps.CalvinAdminConfig",  # django.contrib.admin, open to workspace owners and admins
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

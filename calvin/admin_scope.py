@@ -1,0 +1,199 @@
+"""The Django admin as each tenant's operator console: who may see and do what, by membership role.
+
+A superuser (active) sees and may do everything a ModelAdmin allows. Everyone else gets only
+what their Member roles give: in the workspaces they own or administer, the permissions a
+ModelAdmin names in `tenant_permissions`; never Django's model permissions or the staff flag.
+Every queryset, choice, autocomplete, inline, list filter, search and action goes through
+`scoped(...)`, so another tenant's rows are neither shown nor reachable by a typed id.
+"""
+
+from django.contrib import admin
+from django.contrib.admin.options import InlineModelAdmin
+from django.contrib.admin.utils import get_fields_from_path
+from django.core.exceptions import FieldDoesNotExist
+
+PERMISSIONS = frozenset({"view", "add", "change", "delete"})
+
+
+def is_platform_operator(request) -> bool:
+    """Superusers run the platform: every workspace, every internal table."""
+    user = getattr(request, "user", None)
+    return bool(user and user.is_active and user.is_superuser)
+
+
+def admin_workspace_ids(request) -> list[int]:
+    """The workspaces the person owns or administers, computed once per request."""
+    if not hasattr(request, "_admin_workspace_ids"):
+        from calvin.workspaces.models import Member  # the AdminConfig imports this module before models load
+
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated or not user.is_active:
+            request._admin_workspace_ids = []
+        else:
+            managers = Member.objects.filter(user_id=user.pk, role__in=[Member.Role.OWNER, Member.Role.ADMIN])
+            request._admin_workspace_ids = sorted(managers.values_list("workspace_id", flat=True))
+    return request._admin_workspace_ids
+
+
+def workspace_path_of(model, admin_site) -> str | None:
+    """How a model reaches its Workspace, as its scoped admin says; None: not a tenant's model."""
+    from calvin.workspaces.models import Workspace
+
+    if model is Workspace:
+        return "id"
+    model_admin = admin_site._registry.get(model)
+    if isinstance(model_admin, WorkspaceScopedAdmin):
+        return model_admin.workspace_path
+    return None
+
+
+def scoped(request, queryset, workspace_path: str | None):
+    """The rows of the person's workspaces (all for superusers; none when there is no path)."""
+    if is_platform_operator(request):
+        return queryset
+    if workspace_path is None:
+        return queryset.none()
+    ids = admin_workspace_ids(request)
+    # A subquery rather than a join: paths through to-many relations would repeat rows.
+    inside = queryset.model._default_manager.filter(**{f"{workspace_path}__in": ids}).values("pk")
+    return queryset.filter(pk__in=inside)
+
+
+class WorkspaceScopedAdmin:
+    """Mixin before admin.ModelAdmin (or an InlineModelAdmin): rows, choices and permissions by role."""
+
+    workspace_path = "workspace"  # ORM path from the model to its Workspace, e.g. "session__workspace"
+    tenant_permissions = {"view"}  # what a workspace's owners/admins may do: subset of view/add/change/delete
+
+    def _is_inline(self) -> bool:
+        return isinstance(self, InlineModelAdmin)
+
+    def _in_scope(self, request, obj) -> bool:
+        if obj is None or not isinstance(obj, self.model):
+            return True  # an inline is asked about its parent, which its own admin checked
+        return scoped(request, self.model._default_manager.filter(pk=obj.pk), self.workspace_path).exists()
+
+    def _tenant_may(self, request, permission: str, obj=None) -> bool:
+        assert set(self.tenant_permissions) <= PERMISSIONS, f"unknown permissions {self.tenant_permissions}"
+        if permission not in self.tenant_permissions or not admin_workspace_ids(request):
+            return False
+        return self._in_scope(request, obj)
+
+    def get_queryset(self, request):
+        return scoped(request, super().get_queryset(request), self.workspace_path)
+
+    def get_search_results(self, request, queryset, search_term):
+        queryset, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        return scoped(request, queryset, self.workspace_path), may_have_duplicates
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        kwargs["queryset"] = self._related_choices(db_field, request, kwargs.get("queryset"))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        kwargs["queryset"] = self._related_choices(db_field, request, kwargs.get("queryset"))
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def _related_choices(self, db_field, request, queryset):
+        related = db_field.remote_field.model
+        if queryset is None:
+            # What Django would offer (the related admin's ordering), then scoped.
+            queryset = self.get_field_queryset(None, db_field, request)
+            if queryset is None:
+                queryset = related._default_manager.all()
+        return scoped(request, queryset, workspace_path_of(related, self.admin_site))
+
+    def get_list_filter(self, request):
+        """Filters on a relation list only the related rows of the person's own rows, never
+        every tenant's names (RelatedOnlyFieldListFilter reads them from get_queryset)."""
+        filters = []
+        for entry in super().get_list_filter(request):
+            if isinstance(entry, str) and self._is_relation_path(entry):
+                entry = (entry, admin.RelatedOnlyFieldListFilter)
+            filters.append(entry)
+        return filters
+
+    def _is_relation_path(self, path: str) -> bool:
+        try:
+            return bool(get_fields_from_path(self.model, path)[-1].is_relation)
+        except FieldDoesNotExist:
+            return False
+
+    def has_module_permission(self, request):
+        if is_platform_operator(request):
+            return super().has_module_permission(request)
+        return bool(self.tenant_permissions) and bool(admin_workspace_ids(request))
+
+    def has_view_permission(self, request, obj=None):
+        if is_platform_operator(request):
+            return super().has_view_permission(request, obj)
+        return self._tenant_may(request, "view", obj) or self._tenant_may(request, "change", obj)
+
+    def has_add_permission(self, request, obj=None):
+        if is_platform_operator(request):
+            return (
+                super().has_add_permission(request, obj) if self._is_inline() else super().has_add_permission(request)
+            )
+        return self._tenant_may(request, "add")
+
+    def has_change_permission(self, request, obj=None):
+        if is_platform_operator(request):
+            return super().has_change_permission(request, obj)
+        return self._tenant_may(request, "change", obj)
+
+    def has_delete_permission(self, request, obj=None):
+        if is_platform_operator(request):
+            return super().has_delete_permission(request, obj)
+        return self._tenant_may(request, "delete", obj)
+
+
+class ReadOnlyRecordAdmin(WorkspaceScopedAdmin):
+    """Audit records: looked at, never added, changed or deleted here, by anyone (superusers too).
+    Decisions on them happen through actions that call the services."""
+
+    tenant_permissions = {"view"}
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class SuperuserOnlyAdmin:
+    """Internal tables (the scheduler's, the login throttle's, people and groups): superusers only."""
+
+    def has_module_permission(self, request):
+        return is_platform_operator(request) and super().has_module_permission(request)
+
+    def has_view_permission(self, request, obj=None):
+        return is_platform_operator(request) and super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request, *args):
+        return is_platform_operator(request) and super().has_add_permission(request, *args)
+
+    def has_change_permission(self, request, obj=None):
+        return is_platform_operator(request) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return is_platform_operator(request) and super().has_delete_permission(request, obj)
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        return queryset if is_platform_operator(request) else queryset.none()
+
+
+class SuperuserOnlyRecordAdmin(SuperuserOnlyAdmin):
+    """Internal delivery records: superusers only, and read-only for them too."""
+
+    def has_add_permission(self, request, *args):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
