@@ -1,5 +1,7 @@
 from django.urls import path
 
+from calvin.accounts.invitation_views import invitation_page
+from calvin.dashboard import people as people_views
 from calvin.dashboard import secret_form, secrets, views
 
 app_name = "dashboard"
@@ -23,4 +25,22 @@ urlpatterns = [
         name="secret-replace",
     ),
     path("workspaces/<int:workspace_id>/secrets/<int:secret_id>/delete/", secrets.secret_delete, name="secret-delete"),
+    # A workspace's people and invitations (calvin/dashboard/people.py), an invitation's link
+    path("w/<slug:slug>/people/", people_views.people_page, name="people"),
+    path("w/<slug:slug>/people/invite/", people_views.people_invite, name="people-invite"),
+    path("w/<slug:slug>/people/leave/", people_views.member_leave_view, name="people-leave"),
+    path("w/<slug:slug>/people/<int:member_id>/role/", people_views.member_role_view, name="member-role"),
+    path("w/<slug:slug>/people/<int:member_id>/remove/", people_views.member_remove_view, name="member-remove"),
+    path(
+        "w/<slug:slug>/people/invitations/<int:invitation_id>/resend/",
+        people_views.invitation_resend_view,
+        name="invitation-resend",
+    ),
+    path(
+        "w/<slug:slug>/people/invitations/<int:invitation_id>/revoke/",
+        people_views.invitation_revoke_view,
+        name="invitation-revoke",
+    ),
+    path("invite/<str:token>/", invitation_page, name="invitation"),
+    path("w/<slug:slug>/invite/<str:token>/", invitation_page, name="workspace-invitation"),
 ]
