@@ -9,6 +9,7 @@ link is single-use and expires after INVITATION_DAYS; it is accepted by the pers
 import hashlib
 import re
 import secrets
+import unicodedata
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -53,12 +54,13 @@ def token_digest(raw_token: str) -> str:
 
 
 def email_normalise(value: str) -> str:
-    """The address as stored and compared: trimmed, lowercased; refused unless it is one plain
-    ASCII address. Non-ASCII is refused rather than folded: a Cyrillic "а" that looks like a Latin
-    "a" is another address, and an invitation should name exactly the address it reaches."""
+    """The address as stored and compared: NFKC (full-width letters become the letters they stand
+    for, as sign-up does), trimmed, lowercased; refused unless it is then one plain ASCII address.
+    Other non-ASCII is refused rather than folded: a Cyrillic "а" that looks like a Latin "a" is
+    another address, and an invitation names exactly the address it reaches."""
     if not isinstance(value, str):
         raise InvitationRefused("Give an email address.")
-    email = value.strip()
+    email = unicodedata.normalize("NFKC", value).strip()
     if "\x00" in email:
         raise InvitationRefused("An email address cannot contain a NUL character.")
     if not email:
