@@ -11,6 +11,9 @@ from django.contrib import admin
 from django.contrib.admin.options import InlineModelAdmin
 from django.contrib.admin.utils import get_fields_from_path
 from django.core.exceptions import FieldDoesNotExist
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 
 PERMISSIONS = frozenset({"view", "add", "change", "delete"})
 
@@ -197,3 +200,22 @@ class SuperuserOnlyRecordAdmin(SuperuserOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+def changelist_link(model, label: str, **filters) -> str:
+    """A link to a model's change list, filtered (which the list itself scopes to the person)."""
+    url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+    return format_html('<a href="{}?{}">{}</a>', url, urlencode(filters), label)
+
+
+def change_link(obj, label: str | None = None) -> str:
+    """A link to one row's change page, or "-" when there is none."""
+    if obj is None:
+        return "-"
+    url = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, label or str(obj))
+
+
+def links(*items) -> str:
+    """Links side by side, as one read-only field shows them."""
+    return format_html_join(" · ", "{}", ((item,) for item in items if item))

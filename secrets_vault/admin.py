@@ -1,62 +1,20 @@
 """Secrets in the admin: set, replaced and deleted through the vault's services; never a value or a ciphertext.
 
-A superuser sees every workspace's secrets. A staff user who is not one sees and manages
-only those of the workspaces where they are an owner or an admin (their Member role is the
-permission; no model permission is needed or enough).
+A superuser sees every workspace's secrets. Anyone else sees and manages only those of the
+workspaces where they are an owner or an admin (calvin.admin_scope: their Member role is the
+permission; no model permission or staff flag is needed or enough).
 """
 
 from django.contrib import admin, messages
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 
+from calvin.admin_scope import WorkspaceScopedAdmin
 from calvin.workspaces.models import Agent, Workspace
 from secrets_vault.forms import SecretAdminForm
-from secrets_vault.management_services import (
-    managed_workspace_ids,
-    member_of,
-    secret_as_file_set,
-    secret_manage_put,
-)
+from secrets_vault.management_services import member_of, secret_as_file_set, secret_manage_put
 from secrets_vault.models import Secret, SecretRequest
 from secrets_vault.services import secret_delete
-
-
-def _sees_all(request) -> bool:
-    return request.user.is_active and request.user.is_superuser
-
-
-def _workspace_ids(request) -> list[int]:
-    """The workspaces a non-superuser manages, computed once per request."""
-    if not hasattr(request, "_secret_workspace_ids"):
-        request._secret_workspace_ids = managed_workspace_ids(request.user)
-    return request._secret_workspace_ids
-
-
-class ScopedToManagedWorkspaces:
-    """Everything for a superuser; for other staff, only rows of workspaces they own or administer."""
-
-    workspace_path = "workspace_id"
-
-    def _workspace_of(self, obj) -> int:
-        raise NotImplementedError
-
-    def _may(self, request, obj=None) -> bool:
-        if _sees_all(request):
-            return True
-        ids = _workspace_ids(request)
-        return bool(ids) if obj is None else self._workspace_of(obj) in ids
-
-    def get_queryset(self, request):
-        queryset = super().get_queryset(request)
-        if _sees_all(request):
-            return queryset
-        return queryset.filter(**{f"{self.workspace_path}__in": _workspace_ids(request)})
-
-    def has_module_permission(self, request):
-        return self._may(request)
-
-    def has_view_permission(self, request, obj=None):
-        return self._may(request, obj)
 
 
 class ScopeFilter(admin.SimpleListFilter):
@@ -76,11 +34,12 @@ class ScopeFilter(admin.SimpleListFilter):
 
 
 @admin.register(Secret)
-class SecretAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
+class SecretAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+    tenant_permissions = {"view", "add", "change", "delete"}
     form = SecretAdminForm
     list_display = ["name", "scope", "place", "workspace", "as_file", "set_by", "set_at"]
     list_select_related = ["workspace", "agent", "set_by__user"]
-    # RelatedOnly: a staff user's filter lists their own workspaces, not every tenant's name.
+    # RelatedOnly: a tenant's filter lists their own workspaces, not every tenant's name.
     list_filter = [ScopeFilter, "as_file", ("workspace", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name"]
     # The ciphertext is on no form and in no list; key_id (which key, not the key) may be shown.
@@ -88,9 +47,6 @@ class SecretAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
     add_fields = ["workspace", "agent", "name", "value", "as_file"]
     change_fields = ["workspace", "agent", "session", "name", "value", "as_file", "key_id", "set_by", "set_at"]
     shown_only = ["workspace", "agent", "session", "name", "key_id", "set_by", "set_at"]
-
-    def _workspace_of(self, obj) -> int:
-        return obj.workspace_id
 
     @admin.display(description="scope")
     def scope(self, obj):
@@ -114,32 +70,20 @@ class SecretAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
         return [] if obj is None else self.shown_only
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        # Ordered here; scoped to the person's workspaces by WorkspaceScopedAdmin.
         if db_field.name == "workspace":
-            kwargs["queryset"] = self._scoped(request, Workspace.objects.order_by("name"), "id")
+            kwargs["queryset"] = Workspace.objects.order_by("name")
         elif db_field.name == "agent":
-            agents = Agent.objects.select_related("workspace").order_by("workspace__name", "name")
-            kwargs["queryset"] = self._scoped(request, agents, "workspace_id")
+            kwargs["queryset"] = Agent.objects.select_related("workspace").order_by("workspace__name", "name")
         field = super().formfield_for_foreignkey(db_field, request, **kwargs)
         if db_field.name == "agent":
             field.label_from_instance = lambda agent: f"{agent.workspace.name}: {agent.name}"
             field.help_text = "Empty: the whole workspace (every agent's sessions)."
         return field
 
-    def _scoped(self, request, queryset, workspace_field: str):
-        return (
-            queryset if _sees_all(request) else queryset.filter(**{f"{workspace_field}__in": _workspace_ids(request)})
-        )
-
-    def has_add_permission(self, request):
-        return self._may(request)
-
     def has_change_permission(self, request, obj=None):
         # A session's own secret is set by its request_secret card, not here: shown only.
-        return self._may(request, obj) and (obj is None or obj.session_id is None)
-
-    def has_delete_permission(self, request, obj=None):
-        # Any place, a session's too: deleting a session or workspace here deletes its secrets.
-        return self._may(request, obj)
+        return super().has_change_permission(request, obj) and (obj is None or obj.session_id is None)
 
     @method_decorator(sensitive_post_parameters("value"))
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
@@ -173,10 +117,10 @@ class SecretAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
 
 
 @admin.register(SecretRequest)
-class SecretRequestAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
+class SecretRequestAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     """request_secret's requests, to look at: the value is typed into the card's private form, never here."""
 
-    workspace_path = "session__workspace_id"
+    workspace_path = "session__workspace"
     list_display = ["name", "session", "status", "requested_at", "set_by", "set_at"]
     list_select_related = ["session", "set_by__user"]
     list_filter = ["status"]
@@ -184,15 +128,8 @@ class SecretRequestAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
     fields = ["session", "tool_call", "name", "reason", "as_file", "status", "requested_at", "set_by", "set_at"]
     readonly_fields = fields
 
-    def _workspace_of(self, obj) -> int:
-        return obj.session.workspace_id
-
     def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
         return False
-
-    def has_delete_permission(self, request, obj=None):
-        # Read-only, but deleting its session (or workspace) in the admin deletes its requests.
-        return self._may(request, obj)

@@ -1,20 +1,21 @@
 """Slack installations in the admin: which Slack team belongs to which workspace; never the token.
 
-Scoped like the vault's admin: a superuser sees every installation, other staff only those
-of the workspaces they own or administer. Installs are made by the OAuth flow
+Scoped by calvin.admin_scope: a superuser sees every installation, anyone else only those of
+the workspaces they own or administer (who may uninstall one, not edit it). Installs are made by the OAuth flow
 (/slack/install) or from SLACK_BOT_TOKEN, never typed here; deleting one here forgets it
 (installation_remove) without revoking it in Slack.
 """
 
 from django.contrib import admin
 
+from calvin.admin_scope import SuperuserOnlyRecordAdmin, WorkspaceScopedAdmin
 from calvin.chat.models import SlackEvent, SlackInstallation, SlackPost
 from calvin.chat.slack.installations import installation_remove
-from secrets_vault.admin import ScopedToManagedWorkspaces
 
 
 @admin.register(SlackInstallation)
-class SlackInstallationAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
+class SlackInstallationAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+    tenant_permissions = {"view", "delete"}
     list_display = ["team_id", "team_name", "workspace", "installed_by", "installed_at", "from_environment"]
     list_select_related = ["workspace", "installed_by"]
     list_filter = ["from_environment"]
@@ -37,9 +38,6 @@ class SlackInstallationAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
     ]
     readonly_fields = fields
 
-    def _workspace_of(self, obj) -> int:
-        return obj.workspace_id
-
     def get_queryset(self, request):
         return super().get_queryset(request).defer("bot_token_sealed")
 
@@ -49,9 +47,6 @@ class SlackInstallationAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
-    def has_delete_permission(self, request, obj=None):
-        return self._may(request, obj)
-
     def delete_model(self, request, obj):
         installation_remove(team_id=obj.team_id)
 
@@ -60,28 +55,11 @@ class SlackInstallationAdmin(ScopedToManagedWorkspaces, admin.ModelAdmin):
             installation_remove(team_id=team_id)
 
 
-class SuperusersReadOnly:
-    """Slack's delivery records, for whoever runs the gateway: read-only, superusers only (a row
-    names a Slack team and channel, not a workspace a staff member administers)."""
-
-    def has_module_permission(self, request):
-        return request.user.is_active and request.user.is_superuser
-
-    def has_view_permission(self, request, obj=None):
-        return request.user.is_active and request.user.is_superuser
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(SlackEvent)
-class SlackEventAdmin(SuperusersReadOnly, admin.ModelAdmin):
+class SlackEventAdmin(SuperuserOnlyRecordAdmin, admin.ModelAdmin):
+    """Slack's deliveries, for whoever runs the gateway: read-only, superusers only (a row names a
+    Slack team and channel, not a workspace)."""
+
     list_display = ["event_id", "team_id", "event_type", "status", "retry_num", "note", "received_at"]
     list_filter = ["status", "event_type"]
     search_fields = ["event_id", "team_id"]
@@ -90,7 +68,7 @@ class SlackEventAdmin(SuperusersReadOnly, admin.ModelAdmin):
 
 
 @admin.register(SlackPost)
-class SlackPostAdmin(SuperusersReadOnly, admin.ModelAdmin):
+class SlackPostAdmin(SuperuserOnlyRecordAdmin, admin.ModelAdmin):
     list_display = ["id", "lane", "kind", "part", "status", "attempts", "slack_ts", "error", "created_at", "sent_at"]
     list_select_related = ["lane"]
     list_filter = ["status", "kind"]
