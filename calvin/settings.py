@@ -362,13 +362,16 @@ CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 # after CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT (one address trying many accounts).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: it refuses a locked-out pair before any password check
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, by username or by email in any case (calvin/accounts/backends.py).
+    "calvin.accounts.backends.EmailOrUsernameBackend",
 ]
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_MINUTES", default=15) / 60  # axes reads a number as hours
 # Username and address together: a stranger cannot lock a person out from elsewhere.
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_HANDLER = "calvin.dashboard.login_throttle.LoginThrottleHandler"
+# Failures counted under the typed username's normal form: "Ann@X.com" and "ann@x.com" are one.
+AXES_USERNAME_CALLABLE = "calvin.accounts.identity.axes_username"
 CALVIN_LOGIN_USERNAME_FAILURE_LIMIT = env.int("CALVIN_LOGIN_USERNAME_FAILURE_LIMIT", default=10)
 CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT = env.int("CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT", default=20)
 for _name in ("AXES_FAILURE_LIMIT", "CALVIN_LOGIN_USERNAME_FAILURE_LIMIT", "CALVIN_LOGIN_ADDRESS_FAILURE_LIMIT"):
@@ -402,6 +405,8 @@ CONTENT_SECURITY_POLICY = {
 # HTTPS: on by default when the public URL is https, each settable from the environment.
 _HTTPS = CALVIN_PUBLIC_URL.startswith("https://")
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=_HTTPS)
+# A load balancer probes over plain HTTP (calvin/health.py).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if _HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_HTTPS)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)

@@ -1,13 +1,16 @@
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import include, path, re_path
 
+from calvin import health
+
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/", include("calvin.accounts.auth_urls")),  # Django's auth views, by their own names
+    # Probes for load balancers and orchestrators (calvin/health.py): no login, nothing secret.
+    path("healthz", health.liveness, name="healthz"),
+    path("readyz", health.readiness, name="readyz"),
     path("accounts/", include("calvin.accounts.urls")),
     path("", include("calvin.chat.slack.urls")),
     path("", include("calvin.dashboard.urls")),
