@@ -198,6 +198,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "calvin.chat.slack.outbox_tasks.sweep_slack_lanes",
         "schedule": CALVIN_SWEEP_SECONDS,
     },
+    # Deletes audit events older than CALVIN_AUDIT_KEEP_DAYS, in batches.
+    "audit-forget": {"task": "calvin.audit.tasks.forget_old_audit_events", "schedule": 3600.0},
 }
 # Channel kind -> chat adapter class. A deployment (or a test) can plug in another platform.
 CALVIN_CHAT_ADAPTERS = {

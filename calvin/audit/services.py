@@ -75,3 +75,25 @@ def audit_record(
             "target_label": str(target)[:200],
         }
     return AuditEvent.objects.create(**fields)
+
+
+FORGET_BATCH = 5000
+
+
+def audit_events_forget(*, now, keep_days: float, batch: int = FORGET_BATCH) -> int:
+    """Delete events older than `keep_days`, `batch` rows per transaction (a year of a busy
+    workspace never holds one long lock). Returns how many went."""
+    from datetime import timedelta
+
+    cutoff = now - timedelta(days=keep_days)
+    forgotten = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                AuditEvent.objects.filter(at__lt=cutoff).order_by("at", "id").values_list("id", flat=True)[:batch]
+            )
+            if not ids:
+                return forgotten
+            forgotten += AuditEvent.objects.filter(id__in=ids).delete()[0]
+        if len(ids) < batch:
+            return forgotten
