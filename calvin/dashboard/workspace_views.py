@@ -1,0 +1,142 @@
+"""A person's workspaces: create one, its home (/w/<slug>/), its settings with Slack. Thin: the
+rules are in calvin.workspaces.services, the reads in workspace_selectors."""
+
+from django.conf import settings
+from django.contrib import messages as django_messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponseBadRequest, HttpResponseForbidden
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from calvin.chat.slack.installations import one_team_mode, slack_setup_lines
+from calvin.chat.slack.oauth import oauth_configured
+from calvin.dashboard.selectors import member_for_slug
+from calvin.dashboard.workspace_forms import SessionStartForm, WorkspaceCreateForm, WorkspaceRenameForm
+from calvin.dashboard.workspace_selectors import slack_installation_of, threads_of, tool_calls_of
+from calvin.workspaces.services import (
+    WorkspaceRefused,
+    owned_workspace_count,
+    workspace_create,
+    workspace_rename,
+    workspace_slack_uninstall,
+)
+from secrets_vault.crypto import vault_available
+from sessions.services import session_start
+
+# The session key `/` reads to take a person back to the workspace they used last.
+LAST_WORKSPACE = "calvin_workspace"
+SLACK_OAUTH_SETTINGS = ("SLACK_CLIENT_ID", "SLACK_CLIENT_SECRET", "SLACK_SIGNING_SECRET")
+ADMINS_ONLY = "Only the workspace's owners and admins change its settings."
+
+
+def workspace_enter(request, member):
+    """The page shows this member's workspace: the header names it, and `/` comes back to it."""
+    request.current_member = member
+    if request.session.get(LAST_WORKSPACE) != member.workspace_id:
+        request.session[LAST_WORKSPACE] = member.workspace_id
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def workspace_new(request):
+    form = WorkspaceCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            workspace = workspace_create(owner_user=request.user, **form.cleaned_data)
+        except WorkspaceRefused as refused:
+            form.add_error(refused.field, str(refused))
+        else:
+            django_messages.success(request, f"Workspace {workspace.name} created: you are its owner.")
+            return redirect("dashboard:workspace", slug=workspace.slug)
+    limit = settings.CALVIN_WORKSPACES_PER_PERSON
+    context = {"form": form, "limit": limit, "at_limit": owned_workspace_count(request.user) >= limit}
+    return render(request, "dashboard/workspace_new.html", context, status=400 if form.errors else 200)
+
+
+@login_required
+def workspace_home(request, slug: str):
+    member = member_for_slug(request.user, slug)
+    workspace_enter(request, member)
+    workspace = member.workspace
+    return render(
+        request,
+        "dashboard/home.html",
+        {
+            "member": member,
+            "workspace": workspace,
+            "threads": threads_of(workspace),
+            "tool_calls": tool_calls_of(workspace),
+            "form": SessionStartForm(),
+        },
+    )
+
+
+@login_required
+@require_POST
+def workspace_session_start(request, slug: str):
+    member = member_for_slug(request.user, slug)
+    form = SessionStartForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Write what the agent should do (at most 40,000 characters).")
+    session = session_start(workspace=member.workspace, owner=member, prompt=form.cleaned_data["prompt"])
+    return redirect("dashboard:thread", thread_id=session.thread_id)
+
+
+def _slack_context(request, workspace) -> dict:
+    base = settings.CALVIN_PUBLIC_URL.rstrip("/") or request.build_absolute_uri("/").rstrip("/")
+    return {
+        "installation": slack_installation_of(workspace),
+        "oauth_configured": oauth_configured(),
+        "one_team_mode": one_team_mode(),
+        "missing": [name for name in SLACK_OAUTH_SETTINGS if not getattr(settings, name)],
+        "vault_available": vault_available(),
+        "install_url": f"{reverse('slack:install')}?workspace={workspace.slug}",
+        "setup_lines": slack_setup_lines(base),
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def workspace_settings(request, slug: str):
+    """Owners and admins rename the workspace; members see the page read-only (a POST of theirs is 403)."""
+    member = member_for_slug(request.user, slug)
+    workspace_enter(request, member)
+    if request.method == "POST" and not member.is_admin:
+        return HttpResponseForbidden(ADMINS_ONLY)
+    form = WorkspaceRenameForm(request.POST or None, initial={"name": member.workspace.name})
+    if request.method == "POST" and form.is_valid():
+        try:
+            changed = workspace_rename(member=member, name=form.cleaned_data["name"])
+        except WorkspaceRefused as refused:
+            form.add_error(refused.field, str(refused))
+        else:
+            django_messages.success(request, "Name saved." if changed else "The name is unchanged.")
+            return redirect("dashboard:workspace-settings", slug=slug)
+    context = {"member": member, "workspace": member.workspace, "form": form, "admins_only": ADMINS_ONLY}
+    context |= _slack_context(request, member.workspace)
+    return render(request, "dashboard/workspace_settings.html", context, status=400 if form.errors else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def workspace_slack_disconnect(request, slug: str):
+    """GET: what Uninstall will do, and a button; POST: do it (owners and admins)."""
+    member = member_for_slug(request.user, slug)
+    workspace_enter(request, member)
+    if not member.is_admin:
+        return HttpResponseForbidden(ADMINS_ONLY)
+    installation = slack_installation_of(member.workspace)
+    if request.method == "GET":
+        if installation is None:
+            django_messages.info(request, "This workspace is not connected to Slack.")
+            return redirect("dashboard:workspace-settings", slug=slug)
+        context = {"member": member, "workspace": member.workspace, "installation": installation}
+        return render(request, "dashboard/slack_uninstall.html", context)
+    try:
+        team = workspace_slack_uninstall(member=member, team_id=request.POST.get("team_id", "")[:32])
+    except WorkspaceRefused as refused:
+        django_messages.error(request, f"Uninstall: {refused}.")
+    else:
+        django_messages.success(request, f"Calvin is no longer connected to the Slack team {team}.")
+    return redirect("dashboard:workspace-settings", slug=slug)
