@@ -2,13 +2,22 @@ from django.urls import path
 
 from calvin.accounts.invitation_views import invitation_page
 from calvin.dashboard import people as people_views
-from calvin.dashboard import secret_form, secrets, views
+from calvin.dashboard import secret_form, secrets, views, workspace_views
 
 app_name = "dashboard"
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("threads/start/", views.thread_start, name="thread-start"),
+    # A person's workspaces (calvin/dashboard/workspace_views.py)
+    path("workspaces/new/", workspace_views.workspace_new, name="workspace-new"),
+    path("w/<slug:slug>/", workspace_views.workspace_home, name="workspace"),
+    path("w/<slug:slug>/threads/start/", workspace_views.workspace_session_start, name="thread-start"),
+    path("w/<slug:slug>/settings/", workspace_views.workspace_settings, name="workspace-settings"),
+    path(
+        "w/<slug:slug>/settings/slack/uninstall/",
+        workspace_views.workspace_slack_disconnect,
+        name="workspace-slack-uninstall",
+    ),
     path("threads/<int:thread_id>/", views.thread_detail, name="thread"),
     path("threads/<int:thread_id>/reply/", views.thread_reply, name="thread-reply"),
     path("threads/<int:thread_id>/stop/", views.thread_stop, name="thread-stop"),

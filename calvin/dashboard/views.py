@@ -11,17 +11,11 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
 from calvin.dashboard.actions import ActionRefused, action_press
-from calvin.dashboard.forms import ReplyForm, StartThreadForm
-from calvin.dashboard.selectors import (
-    member_in,
-    memberships_of,
-    recent_tool_calls_for,
-    thread_for,
-    thread_messages_page,
-    threads_visible_to,
-)
+from calvin.dashboard.forms import ReplyForm
+from calvin.dashboard.selectors import member_in, memberships_of, thread_for, thread_messages_page
+from calvin.dashboard.workspace_views import LAST_WORKSPACE, workspace_enter
 from sessions.models import Message
-from sessions.services import message_post_by_person, session_start
+from sessions.services import message_post_by_person
 from sessions.turns import session_stop
 
 
@@ -34,28 +28,13 @@ def login_locked_out(request, *args, **kwargs):
 
 @login_required
 def home(request):
+    """`/`: the workspace the person used last, else their first, else the page that creates one."""
     memberships = list(memberships_of(request.user))
-    return render(
-        request,
-        "dashboard/home.html",
-        {
-            "threads": threads_visible_to(request.user)[:50],
-            "tool_calls": recent_tool_calls_for(request.user),
-            "form": StartThreadForm(memberships=memberships),
-            "memberships": memberships,
-        },
-    )
-
-
-@login_required
-@require_POST
-def thread_start(request):
-    form = StartThreadForm(request.POST, memberships=memberships_of(request.user))
-    if not form.is_valid():
-        return HttpResponseBadRequest("Choose one of your workspaces and write what the agent should do.")
-    member = member_in(request.user, form.cleaned_data["workspace"])
-    session = session_start(workspace=member.workspace, owner=member, prompt=form.cleaned_data["prompt"])
-    return redirect("dashboard:thread", thread_id=session.thread_id)
+    if not memberships:
+        return redirect("dashboard:workspace-new")
+    last = request.session.get(LAST_WORKSPACE)
+    member = next((m for m in memberships if m.workspace_id == last), memberships[0])
+    return redirect("dashboard:workspace", slug=member.workspace.slug)
 
 
 THREAD_PAGE_SIZE = 50
@@ -65,6 +44,7 @@ THREAD_PAGE_SIZE = 50
 def thread_detail(request, thread_id: int):
     """The latest messages, live; ?before=<message id> shows earlier ones (not live)."""
     thread = thread_for(request.user, thread_id)
+    workspace_enter(request, member_in(request.user, thread.workspace_id))  # the header names the thread's workspace
     before = request.GET.get("before")
     if before is not None and not (before.isdigit() and len(before) < 19):
         return HttpResponseBadRequest("before must be a message id.")

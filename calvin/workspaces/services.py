@@ -3,22 +3,123 @@
 import secrets
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
+from calvin.audit.services import audit_record
 from calvin.workspaces.models import Agent, Member, Quota, Workspace
+from calvin.workspaces.slug_rules import name_problem, slug_normalise, slug_problem
 
 DEMO_SLUG = "demo"
 DEMO_THREAD_TITLE = "Demo session"
 
 
+class WorkspaceRefused(Exception):
+    """Nothing changed; the text says why, `field` which form field it is about (or None)."""
+
+    def __init__(self, text: str, *, field: str | None = None):
+        super().__init__(text)
+        self.field = field
+
+
+def owned_workspace_count(user) -> int:
+    return Member.objects.filter(user=user, role=Member.Role.OWNER).count()
+
+
 @transaction.atomic
 def workspace_create(*, name: str, slug: str, owner_user=None) -> Workspace:
-    workspace = Workspace.objects.create(name=name, slug=slug)
+    """A workspace with its quota, `owner_user` its owner. The slug is checked, never rewritten
+    (only ASCII capitals become small letters); one person owns at most CALVIN_WORKSPACES_PER_PERSON."""
+    name = name.strip() if isinstance(name, str) else name
+    slug = slug_normalise(slug)
+    for field, problem in (("name", name_problem(name)), ("slug", slug_problem(slug))):
+        if problem:
+            raise WorkspaceRefused(problem, field=field)
+    if owner_user is not None and not owner_user.is_superuser:
+        # The person's row locked: two creates at once by one person count one after the other.
+        get_user_model().objects.select_for_update().filter(pk=owner_user.pk).first()
+        limit = settings.CALVIN_WORKSPACES_PER_PERSON
+        if owned_workspace_count(owner_user) >= limit:
+            raise WorkspaceRefused(
+                f"you already own as many workspaces as one person may create here ({limit});"
+                " ask an operator if you need more"
+            )
+    if Workspace.objects.filter(slug__iexact=slug).exists():
+        raise WorkspaceRefused(f"the slug {slug!r} is taken: choose another", field="slug")
+    try:
+        with transaction.atomic():
+            workspace = Workspace.objects.create(name=name, slug=slug)
+    except IntegrityError:  # created by someone else since the check
+        raise WorkspaceRefused(f"the slug {slug!r} is taken: choose another", field="slug") from None
     Quota.objects.create(workspace=workspace)
     if owner_user is not None:
         Member.objects.create(workspace=workspace, user=owner_user, role=Member.Role.OWNER)
+    audit_record(
+        verb="workspace.create",
+        workspace=workspace,
+        actor=owner_user,
+        target=workspace,
+        changes={"name": (None, name), "slug": (None, slug)},
+    )
     return workspace
+
+
+def _admin_now(member: Member) -> Member:
+    """The member as the database has them now (a role changed since the page loaded counts)."""
+    fresh = Member.objects.select_related("workspace", "user").filter(pk=member.pk).first()
+    if fresh is None or not fresh.is_admin:
+        raise WorkspaceRefused("only the workspace's owners and admins change its settings")
+    return fresh
+
+
+@transaction.atomic
+def workspace_rename(*, member: Member, name: str) -> bool:
+    """The workspace's new name (its slug stays: links and the Slack install name it); False when unchanged."""
+    member = _admin_now(member)
+    name = name.strip() if isinstance(name, str) else name
+    problem = name_problem(name)
+    if problem:
+        raise WorkspaceRefused(problem, field="name")
+    workspace = Workspace.objects.select_for_update().get(pk=member.workspace_id)
+    if workspace.name == name:
+        return False
+    before = workspace.name
+    workspace.name = name
+    workspace.save(update_fields=["name"])
+    audit_record(
+        verb="workspace.rename", workspace=workspace, actor=member, target=workspace, changes={"name": (before, name)}
+    )
+    return True
+
+
+@transaction.atomic
+def workspace_slack_uninstall(*, member: Member, team_id: str) -> str:
+    """Forget the workspace's Slack installation of `team_id` (the one the page showed); returns its team's name.
+
+    Calvin's copy of the bot token goes; the app stays listed in Slack until removed there."""
+    from calvin.chat.models import SlackInstallation
+    from calvin.chat.slack.installations import installation_remove
+
+    member = _admin_now(member)
+    installation = SlackInstallation.objects.select_for_update().filter(workspace_id=member.workspace_id).first()
+    if installation is None or installation.team_id != team_id:
+        raise WorkspaceRefused("this workspace is not connected to that Slack team (any more): nothing changed")
+    if installation.from_environment:
+        raise WorkspaceRefused(
+            "this connection comes from the gateway's SLACK_BOT_TOKEN: it is made again while that is set;"
+            " remove SLACK_BOT_TOKEN from the gateway's settings to disconnect"
+        )
+    team = installation.team_name or installation.team_id
+    audit_record(
+        verb="slack.uninstall",
+        workspace=member.workspace,
+        actor=member,
+        target=installation,
+        changes={"slack_team_id": (installation.team_id, "")},
+    )
+    installation_remove(team_id=installation.team_id)
+    return team
 
 
 DEFAULT_AGENT_NAME = "main"

@@ -110,7 +110,8 @@ def logged_in(base_url: str, username: str, password: str):
 
 def log_out(http) -> None:
     """Press the header's "Log out" button: a POST with the page's CSRF token."""
-    response = http.post("/accounts/logout/", data={"csrfmiddlewaretoken": csrf_token_in(http.get("/").text)})
+    token = csrf_token_in(http.get("/", follow_redirects=True).text)  # `/` leads to the person's workspace
+    response = http.post("/accounts/logout/", data={"csrfmiddlewaretoken": token})
     assert response.status_code == 302, response.text
 
 
@@ -163,7 +164,8 @@ def browser_login(page, base_url: str, username: str, password: str) -> None:
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("button:text-is('Log in')")
-    page.wait_for_url(f"{base_url}/")
+    # `/` takes the person on to their workspace's home (or to creating one).
+    page.wait_for_url(re.compile(rf"^{re.escape(base_url)}/(w/[a-z0-9-]+/|workspaces/new/)$"))
 
 
 def off_the_loop(fn, *args, **kwargs):

@@ -22,9 +22,8 @@ def test_the_agents_card_and_image_appear_live_without_a_reload(gateway, celery_
     page.fill("#id_username", "owner")
     page.fill("#id_password", OWNER_PASSWORD)
     page.click("button:text-is('Log in')")
-    expect(page).to_have_url(f"{gateway}/")
+    expect(page).to_have_url(f"{gateway}/w/acme/")
 
-    page.select_option("#id_workspace", label="Acme")
     page.fill("#id_prompt", PROMPT)
     page.click("button:text-is('Start')")
     expect(page).to_have_url(re.compile(rf"^{re.escape(gateway)}/threads/\d+/$"))
@@ -80,7 +79,6 @@ def test_the_thread_page_shows_notices_not_its_messages_above_the_thread(gateway
     page.fill("#id_username", "owner")
     page.fill("#id_password", OWNER_PASSWORD)
     page.click("button:text-is('Log in')")
-    page.select_option("#id_workspace", label="Acme")
     page.fill("#id_prompt", PROMPT)
     page.click("button:text-is('Start')")
     expect(page.locator("#messages .msg.person")).to_contain_text(PROMPT)

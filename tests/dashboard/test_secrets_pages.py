@@ -158,9 +158,9 @@ def test_the_home_page_links_to_the_secrets_of_workspaces_one_manages(
     client, owner_member, plain_member, stranger_member, workspace, other_workspace
 ):
     client.force_login(owner_member.user)
-    assert f'href="{secrets_url(workspace.id)}"' in client.get("/").content.decode()
+    assert f'href="{secrets_url(workspace.id)}"' in client.get("/w/acme/").content.decode()
     client.force_login(plain_member.user)
-    assert "/secrets/" not in client.get("/").content.decode()
+    assert "/secrets/" not in client.get("/w/acme/").content.decode()
 
 
 @pytest.mark.django_db
@@ -298,7 +298,7 @@ def test_the_page_works_in_chromium_under_the_policy(gateway, vault, workspace, 
     violations = []
     page.on("console", lambda message: violations.append(message.text) if "Content Security" in message.text else None)
     browser_login(page, gateway, "owner", OWNER_PASSWORD)
-    page.click("text=Secrets of Acme")
+    page.click("#secrets-link")  # on the workspace home
     page.fill("#id_name", "NPM_TOKEN")
     page.select_option("#id_agent", label="agent builder")
     page.fill("#id_value", VALUE)

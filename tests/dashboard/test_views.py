@@ -60,12 +60,12 @@ def body_of(response) -> bytes:
 def test_every_page_needs_a_login(client, own_session, stored_files):
     thread_id = own_session.thread_id
     image = stored_files(own_session.thread, "chart.png", PNG_1X1, "image/png")
-    for url in ("/", f"/threads/{thread_id}/", f"/threads/{thread_id}/files/{image.id}/"):
+    for url in ("/", "/w/acme/", f"/threads/{thread_id}/", f"/threads/{thread_id}/files/{image.id}/"):
         response = client.get(url)
         assert response.status_code == 302, url
         assert response["Location"] == f"/accounts/login/?next={url}"
     for url, data in (
-        ("/threads/start/", {"workspace": own_session.workspace_id, "prompt": "sneak in"}),
+        ("/w/acme/threads/start/", {"prompt": "sneak in"}),
         (f"/threads/{thread_id}/reply/", {"text": "sneak in"}),
     ):
         response = client.post(url, data)
@@ -75,7 +75,7 @@ def test_every_page_needs_a_login(client, own_session, stored_files):
 
 
 def test_a_member_sees_only_their_workspaces_threads(owner_client, own_session, foreign_session):
-    home = owner_client.get("/")
+    home = owner_client.get("/w/acme/")
     assert home.status_code == 200
     page = home.content.decode()
     assert "Acme nightly build" in page and f'href="/threads/{own_session.thread_id}/"' in page
@@ -91,14 +91,14 @@ def test_a_member_sees_only_their_workspaces_threads(owner_client, own_session, 
     assert b"Globex secret plan" not in foreign.content
 
 
-def test_the_start_form_offers_only_the_persons_workspaces(owner_client, workspace, other_workspace):
-    page = owner_client.get("/").content.decode()
-    assert f'<option value="{workspace.id}"' in page and ">Acme</option>" in page
-    assert f'<option value="{other_workspace.id}"' not in page and "Globex" not in page
+def test_the_start_form_starts_in_the_pages_workspace_and_names_no_other(owner_client, workspace, other_workspace):
+    page = owner_client.get("/w/acme/").content.decode()
+    assert 'action="/w/acme/threads/start/"' in page and "<select" not in page
+    assert "Globex" not in page and "/w/globex/" not in page
 
 
 def test_starting_a_session_creates_thread_session_message_and_turn(owner_client, workspace, owner_member):
-    response = owner_client.post("/threads/start/", {"workspace": workspace.id, "prompt": "Fix the flaky test"})
+    response = owner_client.post("/w/acme/threads/start/", {"prompt": "Fix the flaky test"})
 
     thread = Thread.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/threads/{thread.id}/"
@@ -126,13 +126,15 @@ def test_starting_a_session_is_refused_without_one_of_ones_workspaces_and_a_prom
     owner_client, workspace, other_workspace, case
 ):
     data = {
-        "another-workspace": {"workspace": other_workspace.id, "prompt": "Do it for Globex"},
-        "no-such-workspace": {"workspace": 999_999, "prompt": "Do it"},
-        "no-prompt": {"workspace": workspace.id, "prompt": ""},
+        "another-workspace": ("/w/globex/threads/start/", {"prompt": "Do it for Globex"}, 404),
+        "no-such-workspace": ("/w/no-such/threads/start/", {"prompt": "Do it"}, 404),
+        "no-prompt": ("/w/acme/threads/start/", {"prompt": ""}, 400),
     }[case]
-    response = owner_client.post("/threads/start/", data)
-    assert response.status_code == 400
-    assert b"Choose one of your workspaces" in response.content
+    url, data, status = data
+    response = owner_client.post(url, data)
+    assert response.status_code == status
+    if status == 400:
+        assert b"Write what the agent should do" in response.content
     for model in (Thread, Session, Message, Turn):
         assert not model.objects.exists(), model.__name__
 
@@ -248,7 +250,7 @@ def test_a_page_before_something_that_is_not_a_message_id_is_refused(owner_clien
 def test_recent_tool_calls_on_the_home_page_are_only_the_persons_workspaces(owner_client, own_session, foreign_session):
     own = ToolCall.objects.create(session=own_session, tool="post_card", status=ToolCall.Status.APPLIED)
     foreign = ToolCall.objects.create(session=foreign_session, tool="send_file", status=ToolCall.Status.FAILED)
-    page = owner_client.get("/").content.decode()
+    page = owner_client.get("/w/acme/").content.decode()
     assert f"<td>{own.id}</td><td>post_card</td>" in page
     assert f"<td>{foreign.id}</td>" not in page and "send_file" not in page
     assert f'href="/threads/{foreign_session.thread_id}/"' not in page and "Globex secret plan" not in page
@@ -271,6 +273,6 @@ def test_the_home_page_lists_the_latest_twenty_tool_calls(owner_client, own_sess
     calls = ToolCall.objects.bulk_create(
         [ToolCall(session=own_session, tool="post_card", status=ToolCall.Status.APPLIED) for _ in range(21)]
     )
-    page = owner_client.get("/").content.decode()
+    page = owner_client.get("/w/acme/").content.decode()
     shown = [int(i) for i in re.findall(r"<td>(\d+)</td><td>post_card</td>", page)]
     assert shown == sorted((c.id for c in calls), reverse=True)[:20]

@@ -252,7 +252,7 @@ def test_a_plain_member_is_refused_and_nothing_is_stored(agent, vault, gateway, 
     with logged_in(gateway, "member", MEMBER_PASSWORD) as http:
         page = http.get(url)
         assert page.status_code == 403 and 'type="password"' not in page.text
-        token = csrf_token_in(http.get("/").text)
+        token = csrf_token_in(http.get("/", follow_redirects=True).text)
         response = http.post(url, data={"csrfmiddlewaretoken": token, "value": "member-typed"})
         assert response.status_code == 403
     assert stored_value(agent) is None
@@ -264,7 +264,7 @@ def test_a_stranger_from_another_workspace_sees_nothing(agent, vault, gateway, o
     url = form_url(agent, secret_request)
     with logged_in(gateway, "stranger", STRANGER_PASSWORD) as http:
         assert http.get(url).status_code == 404
-        token = csrf_token_in(http.get("/").text)
+        token = csrf_token_in(http.get("/", follow_redirects=True).text)
         assert http.post(url, data={"csrfmiddlewaretoken": token, "value": "stranger"}).status_code == 404
     assert stored_value(agent) is None
 
