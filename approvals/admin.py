@@ -1,34 +1,7 @@
-from django.contrib import admin, messages
+from django.contrib import admin
 
+from approvals.admin_actions import approve_selected, deny_selected, expire_selected
 from approvals.models import PendingApproval
-from approvals.services import ApprovalRefused, approval_decide
-from calvin.workspaces.models import Member
-
-
-def _decide_selected(modeladmin, request, queryset, *, approve: bool) -> None:
-    """Each selected approval decided as the admin user's Member in its workspace, under the
-    rule every channel follows (the session's owner, or a workspace owner or admin)."""
-    for approval in queryset.select_related("session__workspace"):
-        workspace = approval.session.workspace
-        member = Member.objects.filter(workspace=workspace, user=request.user).first()
-        try:
-            if member is None:
-                raise ApprovalRefused(f"you are not a member of {workspace}")
-            text = approval_decide(approval_id=approval.id, member=member, approve=approve, via="admin")
-        except ApprovalRefused as exc:
-            modeladmin.message_user(request, f"Approval {approval.id}: {exc}; nothing changed.", messages.ERROR)
-        else:
-            modeladmin.message_user(request, f"Approval {approval.id}: {text}", messages.SUCCESS)
-
-
-@admin.action(description="Approve selected")
-def approve_selected(modeladmin, request, queryset):
-    _decide_selected(modeladmin, request, queryset, approve=True)
-
-
-@admin.action(description="Deny selected")
-def deny_selected(modeladmin, request, queryset):
-    _decide_selected(modeladmin, request, queryset, approve=False)
 
 
 @admin.register(PendingApproval)
@@ -48,7 +21,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     list_filter = ["status", "kind", "decided_via"]
     search_fields = ["kind", "summary"]
     list_select_related = ["session", "decided_by__user"]
-    actions = [approve_selected, deny_selected]
+    actions = [approve_selected, deny_selected, expire_selected]  # approvals/admin_actions.py
 
     # Decisions go through the approvals services (compare-and-swap, who may decide),
     # never a free edit: every field is read-only and no row is added here. Rows go with

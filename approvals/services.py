@@ -171,6 +171,7 @@ def approval_decide(*, approval_id: int, member, approve: bool, via: str) -> str
         target = S.APPROVED if approve else S.DENIED
         if PendingApproval.transition(approval.id, source=S.PENDING, target=target, decided_by=member, decided_via=via):
             approval.refresh_from_db()
+            _decision_audited(approval, member=member, approve=approve, via=via)
             if not _decided(approval, member=member, approve=approve):
                 return f"Approved: {approval.summary}, but {CHANGED}. The agent is told."
             verb = "Approved" if approve else "Denied"
@@ -181,6 +182,20 @@ def approval_decide(*, approval_id: int, member, approve: bool, via: str) -> str
         _card_refresh_later(approval.id)
     approval = PendingApproval.objects.select_related("decided_by").get(id=approval.id)
     raise ApprovalRefused(_already(approval))
+
+
+def _decision_audited(approval: PendingApproval, *, member, approve: bool, via: str) -> None:
+    from calvin.audit.services import audit_record
+
+    # One event per decision, whichever channel it came through (web, Slack, the admin).
+    audit_record(
+        verb="approval.approve" if approve else "approval.deny",
+        workspace=approval.session.workspace_id,
+        actor=member,
+        target=approval,
+        changes={"status": (S.PENDING, S.APPROVED if approve else S.DENIED)},
+        via=via,
+    )
 
 
 def _decided(approval: PendingApproval, *, member, approve: bool) -> bool:
@@ -265,8 +280,9 @@ def approval_after_apply(*, tool_call_id: int, error: str | None) -> bool:
 
 
 @transaction.atomic
-def approval_expire(*, approval_id: int) -> bool:
-    """pending -> expired once past expires_at; the agent is told it expired (never "denied")."""
+def approval_expire(*, approval_id: int, actor=None) -> bool:
+    """pending -> expired once past expires_at; the agent is told it expired (never "denied").
+    `actor`: the operator who expired it now (approval_expire_now); None for the sweep."""
     if not PendingApproval.transition(approval_id, source=S.PENDING, target=S.EXPIRED, decided_via="system"):
         return False
     approval = PendingApproval.objects.select_related("session").get(id=approval_id)
@@ -274,13 +290,45 @@ def approval_expire(*, approval_id: int) -> bool:
     ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL).update(
         status=ToolCall.Status.EXPIRED, error=f"approval expired after {waited}", finished_at=timezone.now()
     )
+    why = f"{actor} expired it after {waited}" if actor is not None else f"nobody decided within {waited}"
     _tell_agent(
         approval,
-        f"Your request {_named(approval)} expired: nobody decided within {waited}, so nothing was changed. "
-        "Ask again if it is still needed.",
+        f"Your request {_named(approval)} expired: {why}, so nothing was changed. Ask again if it is still needed.",
     )
     _card_refresh_later(approval.id)
+    from calvin.audit.services import audit_record
+
+    # One event whoever expired it: the sweep (the system) or an operator (approval_expire_now).
+    audit_record(
+        verb="approval.expire",
+        workspace=approval.session.workspace_id,
+        actor=actor,
+        target=approval,
+        changes={"status": (S.PENDING, S.EXPIRED)},
+    )
     return True
+
+
+@transaction.atomic
+def approval_expire_now(*, approval_id: int, actor) -> str:
+    """An operator ends a pending approval before its time: it expires as the sweep would
+    expire it (the agent is told, the card edited), by `actor` (a Member or a superuser's
+    User). Raises ApprovalRefused when it changes nothing."""
+    from calvin.operators import OperatorRefused, operator_check
+
+    approval = PendingApproval.objects.select_related("session").filter(id=approval_id).first()
+    if approval is None:
+        raise ApprovalRefused(f"there is no approval {approval_id}")
+    try:
+        operator_check(actor, approval.session.workspace_id)
+    except OperatorRefused as exc:
+        raise ApprovalRefused(str(exc)) from None
+    now = timezone.now()
+    # Brought forward only while still pending: a decision that won meanwhile stays.
+    PendingApproval.objects.filter(id=approval.id, status=S.PENDING, expires_at__gt=now).update(expires_at=now)
+    if not approval_expire(approval_id=approval.id, actor=actor):
+        raise ApprovalRefused(_already(PendingApproval.objects.select_related("decided_by").get(id=approval.id)))
+    return "expired now; the agent is told nothing was changed"
 
 
 def approvals_sweep(*, now) -> dict:

@@ -1,10 +1,9 @@
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from sessions.hosts import host_create, host_delete, host_is_live, host_revoke, host_token_reset
+from sessions.admin_actions import reset_host_tokens, revoke_hosts, revoke_runners, stop_sessions
+from sessions.hosts import host_create, host_delete, host_is_live
 from sessions.models import Host, Message, Reaction, Runner, RunnerCount, Session, Thread, Turn
-from sessions.services import runner_revoke
-from sessions.turns import session_stop
 
 
 @admin.register(Host)
@@ -18,7 +17,7 @@ class HostAdmin(admin.ModelAdmin):
     fields = ["name", "workspace", "token_hint", "capacity", "version", "sandbox_shown", "connected_at"]
     fields += ["last_heartbeat_at", "revoked_at", "created_at"]
     readonly_fields = [f for f in fields if f not in ("name", "workspace")]
-    actions = ["revoke", "reset_token"]
+    actions = [revoke_hosts, reset_host_tokens]  # sessions/admin_actions.py
 
     class Media:
         css = {"all": ["sessions/hosts-admin.css"]}  # .no-sandbox in red
@@ -53,19 +52,6 @@ class HostAdmin(admin.ModelAdmin):
         for host_id in queryset.values_list("id", flat=True):
             host_delete(host_id=host_id)
 
-    @admin.action(description="Revoke the selected hosts' tokens (disconnects them; their turns run elsewhere)")
-    def revoke(self, request, queryset):
-        revoked = sum(host_revoke(host_id=h.id) for h in queryset)
-        self.message_user(request, f"Revoked {revoked} host(s).", messages.SUCCESS)
-
-    @admin.action(description="Make a new token for the selected host (the old one stops working)")
-    def reset_token(self, request, queryset):
-        if queryset.count() != 1:
-            self.message_user(request, "Choose one host: its new token is shown once.", messages.ERROR)
-            return
-        host = queryset.get()
-        token = host_token_reset(host=host)
-        self.message_user(request, f"New token for {host.name}, shown this once: {token}", messages.WARNING)
 
 
 @admin.register(Thread)
@@ -82,13 +68,7 @@ class SessionAdmin(admin.ModelAdmin):
     list_filter = ["status", "permission_mode", "workspace"]
     search_fields = ["thread__title", "directory", "branch"]
     raw_id_fields = ["thread", "parent", "owner", "agent"]
-    actions = ["stop"]
-
-    @admin.action(description="Stop the selected sessions' agents")
-    def stop(self, request, queryset):
-        for session in queryset:
-            outcome = session_stop(session_id=session.id, via=f"the admin by {request.user.get_username()}")
-            self.message_user(request, f"Session {session.id}: {outcome}.", messages.INFO)
+    actions = [stop_sessions]
 
 
 @admin.register(Turn)
@@ -125,15 +105,10 @@ class RunnerAdmin(admin.ModelAdmin):
     exclude = ["token_digest"]
     readonly_fields = ["session", "host", "generation", "token_hint", "created_at", "revoked_at", "last_seen_at"]
     inlines = [RunnerCountInline]
-    actions = ["revoke"]
+    actions = [revoke_runners]
 
     def has_add_permission(self, request):
         return False  # tokens are issued by `manage.py issue_token`, which shows them once
-
-    @admin.action(description="Revoke the selected runners' tokens")
-    def revoke(self, request, queryset):
-        revoked = sum(runner_revoke(runner=r) for r in queryset)
-        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
 
 
 @admin.register(Message)

@@ -27,12 +27,23 @@ def host_create(*, name: str, workspace=None) -> tuple[Host, str]:
 
 
 @transaction.atomic
-def host_token_reset(*, host: Host) -> str:
-    """A new token for the host; the old one stops working and its connection is closed."""
+def host_token_reset(*, host: Host, actor=None) -> str:
+    """A new token for the host; the old one stops working and its connection is closed.
+    `actor`: who asked (a Member or a User), for the audit log."""
+    from calvin.audit.services import audit_record
+
     token = token_new(HOST_PREFIX)
     old_channel = host.channel_name
     Host.objects.filter(id=host.id).update(
         token_digest=token_digest(token), token_hint=token[:10], revoked_at=None, channel_name=""
+    )
+    # The hints only: never the token (audit_record refuses a "token" field anyway).
+    audit_record(
+        verb="host.token_reset",
+        workspace=host.workspace_id,
+        actor=actor,
+        target=host,
+        changes={"token_hint": (host.token_hint, token[:10])},
     )
     if old_channel:
         _close_on_commit(old_channel, "the host's token was replaced")
@@ -46,13 +57,24 @@ def host_for_token(token: str) -> Host | None:
 
 
 @transaction.atomic
-def host_revoke(*, host_id: int) -> bool:
-    """Revoke the token and disconnect the host now; its turns go back to the queue."""
+def host_revoke(*, host_id: int, actor=None) -> bool:
+    """Revoke the token and disconnect the host now; its turns go back to the queue.
+    `actor`: who asked (a Member or a User), for the audit log."""
+    from calvin.audit.services import audit_record
+
     host = Host.objects.select_for_update().filter(id=host_id, revoked_at__isnull=True).first()
     if host is None:
         return False
     channel = host.channel_name
-    Host.objects.filter(id=host_id).update(revoked_at=timezone.now(), channel_name="", last_heartbeat_at=None)
+    now = timezone.now()
+    Host.objects.filter(id=host_id).update(revoked_at=now, channel_name="", last_heartbeat_at=None)
+    audit_record(
+        verb="host.token_revoke",
+        workspace=host.workspace_id,
+        actor=actor,
+        target=host,
+        changes={"revoked_at": (None, now.isoformat())},
+    )
     host_turns_requeue(host_id=host_id, reason="its host was revoked")
     # The tokens it holds for idle sessions too: a revoked host is not trusted with any.
     Runner.objects.filter(host_id=host_id, revoked_at__isnull=True).update(revoked_at=timezone.now())

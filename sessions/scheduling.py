@@ -10,12 +10,14 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.db.models import Exists, F, Min, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from calvin.workspaces.models import Agent, Quota
 from sessions.hosts import host_is_live
 from sessions.models import Host, Message, Runner, Session, Turn
+
+TELL_BATCH = 100
 
 
 def hosts_wake_on_commit() -> None:
@@ -49,6 +51,7 @@ def _candidates(host: Host, limit: int) -> list[Session]:
         .filter(Exists(queued), ~Exists(running))
         .filter(Q(host__isnull=True) | Q(host=host) | _host_gone())
         .exclude(agent__provider=Agent.Provider.EXTERNAL)  # a person runs that agent, not a host
+        .exclude(agent__paused_at__isnull=False)  # paused: its turns wait (_tell_paused says so)
     )
     if host.workspace_id:
         sessions = sessions.filter(workspace_id=host.workspace_id)
@@ -70,13 +73,33 @@ def turns_claim(*, host_id: int) -> list[dict]:
         turn = _claim_session(host, session)
         if turn is not None:
             claimed.append(turn)
+    _tell_paused(host)
     return claimed
+
+
+def _tell_paused(host: Host) -> None:
+    """Threads whose agent is paused and whose first queued turn was not told so yet are told
+    once, who paused it (the claim that skips them runs on every heartbeat)."""
+    from calvin.workspaces.pauses import paused_text
+
+    waiting = Turn.objects.filter(status=Turn.Status.QUEUED, session__agent__paused_at__isnull=False)
+    if host.workspace_id:
+        waiting = waiting.filter(session__workspace_id=host.workspace_id)
+    firsts = waiting.values("session_id").annotate(first=Min("id")).values_list("first", flat=True)
+    for turn in Turn.objects.filter(id__in=firsts).select_related("session__agent__paused_by")[:TELL_BATCH]:
+        agent = turn.session.agent
+        who = agent.paused_by.get_username() if agent.paused_by else "an operator"
+        _tell_once(turn.session, turn, paused_text(who))
 
 
 def _claim_session(host: Host, session: Session) -> dict | None:
     from calvin.workspaces.quotas import quota_concurrent_refusal, quota_turn_take
 
     turns = list(session.turns.filter(status=Turn.Status.QUEUED).order_by("id"))
+    # Looked at again now that the session's row is held: agent_pause waits for held rows, so a
+    # pause committed after the candidates were read is seen here.
+    if session.agent_id and Agent.objects.filter(id=session.agent_id, paused_at__isnull=False).exists():
+        return None
     # Claims for one workspace take turns here, so two hosts cannot both start its last free session.
     Quota.objects.select_for_update().filter(workspace_id=session.workspace_id).first()
     waiting = quota_concurrent_refusal(
@@ -118,10 +141,10 @@ def _runner_for(session: Session, host: Host) -> tuple[Runner, str | None]:
 
 
 def _tell_once(session: Session, turn: Turn, text: str) -> None:
-    """Say why a turn waits, once per turn (claims are retried on every heartbeat)."""
-    if turn.error == text:
+    """Say why a turn waits, once per turn (claims are retried on every heartbeat, by every
+    host: only the claim whose update changed the row tells)."""
+    if turn.error == text or not Turn.objects.filter(id=turn.id).exclude(error=text).update(error=text):
         return
-    Turn.objects.filter(id=turn.id).update(error=text)
     from sessions.services import system_notice_post
 
     system_notice_post(thread_id=session.thread_id, text=f"Waiting: {text}")

@@ -196,5 +196,20 @@ def runner_start(*, session: Session, host: Host | None = None) -> tuple[Runner,
     return runner, token
 
 
-def runner_revoke(*, runner: Runner) -> bool:
-    return Runner.objects.filter(id=runner.id, revoked_at__isnull=True).update(revoked_at=timezone.now()) == 1
+@transaction.atomic
+def runner_revoke(*, runner: Runner, actor=None) -> bool:
+    """Revoke one runner generation's token (true only if this call did). `actor`: who asked."""
+    from calvin.audit.services import audit_record
+
+    now = timezone.now()
+    if Runner.objects.filter(id=runner.id, revoked_at__isnull=True).update(revoked_at=now) != 1:
+        return False
+    workspace_id = Session.objects.values_list("workspace_id", flat=True).get(id=runner.session_id)
+    audit_record(
+        verb="runner.token_revoke",
+        workspace=workspace_id,
+        actor=actor,
+        target=runner,
+        changes={"revoked_at": (None, now.isoformat())},
+    )
+    return True

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from tools.admin_actions import retry_tool_calls
 from tools.models import CardChoice, Question, ToolCall
 
 
@@ -11,6 +12,7 @@ class ToolCallAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     raw_id_fields = ["session", "runner"]
     readonly_fields = ["created_at", "claimed_at", "finished_at"]
+    actions = [retry_tool_calls]  # tools/admin_actions.py
 
 
 @admin.register(Question)

@@ -7,6 +7,7 @@ from django.urls import path, reverse
 
 # Imported for its receivers: every process that loads the admin pushes AGENTS.md on changes.
 from calvin.workspaces import signals  # noqa: F401
+from calvin.workspaces.admin_actions import pause_agents, resume_agents
 from calvin.workspaces.definitions import FORMATS, MAX_BYTES, DefinitionInvalid, definition_export, definition_import
 from calvin.workspaces.models import Agent, DailyUsage, Destination, Member, Quota, Repository, Workspace
 from calvin.workspaces.quotas import quotas_with_usage
@@ -303,7 +304,8 @@ class DestinationInline(admin.TabularInline):
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     inlines = [DestinationInline]
-    list_display = ["name", "workspace", "cli_scope", "model", "environment_version", "created_at"]
+    list_display = ["name", "workspace", "cli_scope", "model", "environment_version", "paused_at", "created_at"]
+    actions = [pause_agents, resume_agents]  # calvin/workspaces/admin_actions.py
     list_filter = ["cli_scope", "model", "workspace"]
     search_fields = ["name", "instructions"]
 

@@ -40,12 +40,15 @@ def admin_http(gateway, root):
 
 
 def run_action(http, action: str, ids: list[int]) -> str:
-    """Select rows on the changelist and run an action, as a person does; returns the page shown after."""
+    """Select rows on the changelist, run an action and confirm it on its confirmation page
+    (calvin/admin_actions.py), as a person does; returns the page shown after."""
     token = csrf_token_in(http.get(CHANGELIST).text)
+    data = {"action": action, "_selected_action": [str(i) for i in ids], "csrfmiddlewaretoken": token}
+    confirmation = http.post(CHANGELIST, data=data)
+    assert confirmation.status_code == 200 and 'name="confirmed" value="yes"' in confirmation.text
+    token = csrf_token_in(confirmation.text)
     response = http.post(
-        CHANGELIST,
-        data={"action": action, "_selected_action": [str(i) for i in ids], "csrfmiddlewaretoken": token},
-        follow_redirects=True,
+        CHANGELIST, data={**data, "csrfmiddlewaretoken": token, "confirmed": "yes"}, follow_redirects=True
     )
     assert response.status_code == 200, response.text
     return re.sub(r"\s+", " ", response.text)

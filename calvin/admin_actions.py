@@ -1,0 +1,103 @@
+"""Operator actions in the admin: a confirmation page listing what will happen to which rows,
+then, on its POST (CSRF-checked by Django), one service call per row and one message per row.
+
+The confirmation page posts back to the change list with the same action and the rows' ids,
+as Django's own delete_selected does: the action then runs on the queryset the ModelAdmin's
+get_queryset scoped again, so a row the person may no longer touch (or another tenant's id
+typed into the form) is not in it. Each service decides under its own rules (compare-and-
+swap, who may), so a second click or a stale page changes nothing and says why.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.template.response import TemplateResponse
+
+from calvin.operators import OperatorRefused
+
+CONFIRMED = "confirmed"  # the confirmation page's field: its POST performs, anything else asks
+MAX_LISTED = 200  # rows named on the confirmation page; the rest are counted
+
+
+@dataclass(frozen=True)
+class OperatorAction:
+    """One action. `plan(obj)` says what will happen to the row (or why nothing will);
+    `perform(request, obj)` does it through a service and returns what happened, raising one
+    of `refusals` (their text is shown) when nothing changed."""
+
+    name: str
+    description: str
+    verb: str  # the confirmation button: "Approve", "Stop", ...
+    plan: Callable
+    perform: Callable
+    refusals: tuple = (OperatorRefused,)
+    warning: str = ""  # said above the rows (what cannot be undone)
+    noun: str = ""  # what a row is called in the messages; the model's verbose name by default
+
+    def __call__(self, modeladmin, request, queryset):
+        rows = list(queryset)
+        if request.POST.get(CONFIRMED) == "yes":
+            return self._performed(modeladmin, request, rows)
+        return self._confirmation(modeladmin, request, rows)
+
+    def _label(self, modeladmin, obj) -> str:
+        return f"{self.noun or modeladmin.opts.verbose_name.capitalize()} {obj.pk}"
+
+    def _performed(self, modeladmin, request, rows) -> None:
+        for obj in rows:
+            label = self._label(modeladmin, obj)
+            try:
+                text = self.perform(request, obj)
+            except self.refusals as refused:
+                modeladmin.message_user(request, f"{label}: {refused}; nothing changed.", messages.ERROR)
+            else:
+                modeladmin.message_user(request, f"{label}: {text}", messages.SUCCESS)
+        missing = len(set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - {str(obj.pk) for obj in rows})
+        if missing:
+            modeladmin.message_user(
+                request,
+                f"{missing} selected row(s) no longer exist or are not yours to change; nothing changed for them.",
+                messages.WARNING,
+            )
+        return None
+
+    def _confirmation(self, modeladmin, request, rows) -> TemplateResponse:
+        opts = modeladmin.opts
+        listed = [(obj, self._label(modeladmin, obj), str(obj), self.plan(obj)) for obj in rows[:MAX_LISTED]]
+        context = {
+            **modeladmin.admin_site.each_context(request),
+            "title": f"{self.description}: are you sure?",
+            "opts": opts,
+            "action": self,
+            "action_name": self.name,
+            "rows": listed,
+            "unlisted": max(0, len(rows) - MAX_LISTED),
+            "selected_ids": [str(obj.pk) for obj in rows],
+            "checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "confirmed_name": CONFIRMED,
+        }
+        return TemplateResponse(request, "admin/confirm_action.html", context)
+
+
+def operator_action(
+    *, name: str, description: str, verb: str, plan, perform, refusals=(OperatorRefused,), warning="", noun=""
+):
+    """An OperatorAction as Django's admin takes it (a callable with a name and a description)."""
+    action = OperatorAction(
+        name=name,
+        description=description,
+        verb=verb,
+        plan=plan,
+        perform=perform,
+        refusals=refusals,
+        warning=warning,
+        noun=noun,
+    )
+
+    def run(modeladmin, request, queryset):
+        return action(modeladmin, request, queryset)
+
+    run.__name__ = name
+    return admin.action(description=description)(run)
