@@ -97,9 +97,11 @@ def workspace_rename(*, member: Member, name: str) -> bool:
 def workspace_slack_uninstall(*, member: Member, team_id: str) -> str:
     """Forget the workspace's Slack installation of `team_id` (the one the page showed); returns its team's name.
 
-    Calvin's copy of the bot token goes; the app stays listed in Slack until removed there."""
+    As when Slack says the app was uninstalled: Calvin's copy of the bot token goes, the running
+    sessions of Slack threads stop with a notice, posts waiting for Slack fail. The app stays
+    listed in Slack until removed there."""
     from calvin.chat.models import SlackInstallation
-    from calvin.chat.slack.installations import installation_remove
+    from calvin.chat.slack.inbound import slack_team_uninstall
 
     member = _admin_now(member)
     installation = SlackInstallation.objects.select_for_update().filter(workspace_id=member.workspace_id).first()
@@ -111,14 +113,8 @@ def workspace_slack_uninstall(*, member: Member, team_id: str) -> str:
             " remove SLACK_BOT_TOKEN from the gateway's settings to disconnect"
         )
     team = installation.team_name or installation.team_id
-    audit_record(
-        verb="slack.uninstall",
-        workspace=member.workspace,
-        actor=member,
-        target=installation,
-        changes={"slack_team_id": (installation.team_id, "")},
-    )
-    installation_remove(team_id=installation.team_id)
+    # installation_remove records slack.uninstall, once, whoever removes it.
+    slack_team_uninstall(team_id=installation.team_id, actor=member, via=None)
     return team
 
 
