@@ -46,7 +46,10 @@ def tool_call_retry(*, tool_call_id: int, actor) -> str:
     # attempts=1: the worker's claim makes it 2, so a chat effect first asks the platform
     # whether an earlier attempt landed (effects.already_delivered) instead of posting twice,
     # and the retry gets a fresh budget of attempts.
-    retried = ToolCall.objects.filter(id=call.id, status=S.FAILED, approval__isnull=True).update(
+    # One table only: a join would make Django's UPDATE a subquery, which a second retry
+    # waiting on the row lock would not evaluate again (both would "change one row"). An
+    # approval is made with its call, never later, so the check above holds.
+    retried = ToolCall.objects.filter(id=call.id, status=S.FAILED).update(
         status=S.PENDING, error="", finished_at=None, claimed_at=None, attempts=1
     )
     if retried != 1:
