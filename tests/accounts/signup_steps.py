@@ -33,3 +33,13 @@ def logged_in_user_id(client) -> int | None:
     """Whose session the client holds (the home page itself may send a person without a workspace on)."""
     value = client.session.get("_auth_user_id")
     return int(value) if value else None
+
+
+def resend_limits_forget() -> None:
+    """Drop this run's "send the link again" counters (the cache is shared Redis: never clear() it)."""
+    from django.core.cache import cache
+
+    client = cache._cache.get_client()
+    stale = list(client.scan_iter(match=cache.make_key("verify-resend:*")))
+    if stale:
+        client.delete(*stale)

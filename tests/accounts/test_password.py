@@ -4,11 +4,17 @@ reset end to end and password change, through the real views."""
 import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
-from django.core.cache import cache
 from django.test import Client
 
 from calvin.audit.models import AuditEvent
-from tests.accounts.signup_steps import STRONG_PASSWORD, last_email_to, link_in, logged_in_user_id, sign_up
+from tests.accounts.signup_steps import (
+    STRONG_PASSWORD,
+    last_email_to,
+    link_in,
+    logged_in_user_id,
+    resend_limits_forget,
+    sign_up,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -18,9 +24,9 @@ NEW_PASSWORD = "Another-long-phrase-42"
 
 @pytest.fixture(autouse=True)
 def _fresh_rate_limits():
-    cache.clear()  # the resend limits live in the shared cache
+    resend_limits_forget()
     yield
-    cache.clear()
+    resend_limits_forget()
 
 
 @pytest.fixture
