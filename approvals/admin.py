@@ -2,10 +2,12 @@ from django.contrib import admin
 
 from approvals.admin_actions import approve_selected, deny_selected, expire_selected
 from approvals.models import PendingApproval
+from calvin.admin_scope import ReadOnlyRecordAdmin, change_link, links
 
 
 @admin.register(PendingApproval)
-class PendingApprovalAdmin(admin.ModelAdmin):
+class PendingApprovalAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
+    workspace_path = "session__workspace"
     list_display = [
         "id",
         "status",
@@ -23,16 +25,11 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     list_select_related = ["session", "decided_by__user"]
     actions = [approve_selected, deny_selected, expire_selected]  # approvals/admin_actions.py
 
-    # Decisions go through the approvals services (compare-and-swap, who may decide),
-    # never a free edit: every field is read-only and no row is added here. Rows go with
-    # their session (deleting one stays possible), not from this list's actions.
+    # Decisions go through the approvals services (compare-and-swap, who may decide), as the
+    # actions do, never a free edit: a record, not added, changed or deleted here.
     def get_readonly_fields(self, request, obj=None):
-        return [field.name for field in self.model._meta.fields]
+        return [field.name for field in self.model._meta.fields] + ["records"]
 
-    def has_add_permission(self, request):
-        return False
-
-    def get_actions(self, request):
-        actions = super().get_actions(request)
-        actions.pop("delete_selected", None)
-        return actions
+    @admin.display(description="its session and tool call")
+    def records(self, obj):
+        return links(change_link(obj.session), change_link(obj.tool_call))

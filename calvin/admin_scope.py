@@ -106,6 +106,21 @@ class WorkspaceScopedAdmin:
                 queryset = related._default_manager.all()
         return scoped(request, queryset, workspace_path_of(related, self.admin_site))
 
+    def get_formset(self, request, obj=None, **kwargs):
+        """An inline's rows are named by a hidden pk field whose choices Django takes from every
+        row of the model: scoped too, so a POSTed pk of another tenant's row is refused."""
+        formset = super().get_formset(request, obj, **kwargs)
+        workspace_path = self.workspace_path
+
+        class ScopedFormSet(formset):
+            def add_fields(self, form, index):
+                super().add_fields(form, index)
+                field = form.fields.get(self.model._meta.pk.name)
+                if getattr(field, "queryset", None) is not None:
+                    field.queryset = scoped(request, field.queryset, workspace_path)
+
+        return ScopedFormSet
+
     def get_list_filter(self, request):
         """Filters on a relation list only the related rows of the person's own rows, never
         every tenant's names (RelatedOnlyFieldListFilter reads them from get_queryset)."""

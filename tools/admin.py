@@ -1,24 +1,34 @@
 from django.contrib import admin
 
+from calvin.admin_scope import ReadOnlyRecordAdmin, change_link, links
 from tools.admin_actions import retry_tool_calls
 from tools.models import CardChoice, Question, ToolCall
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):
+class ToolCallAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
+    """What agents asked and what came of it: a record, never edited here (retries are actions)."""
+
+    workspace_path = "session__workspace"
     list_display = ["id", "server", "tool", "session", "runner", "status", "attempts", "created_at", "finished_at"]
     list_filter = ["status", "server", "tool"]
     search_fields = ["tool", "error", "session__thread__title"]
     date_hierarchy = "created_at"
     raw_id_fields = ["session", "runner"]
-    readonly_fields = ["created_at", "claimed_at", "finished_at"]
+    readonly_fields = ["created_at", "claimed_at", "finished_at", "records"]
     actions = [retry_tool_calls]  # tools/admin_actions.py
+
+    @admin.display(description="its session and approval")
+    def records(self, obj):
+        approval = getattr(obj, "approval", None)  # a reverse one-to-one: missing when none was asked
+        return links(change_link(obj.session), change_link(approval, f"approval {approval.pk}") if approval else "")
 
 
 @admin.register(Question)
-class QuestionAdmin(admin.ModelAdmin):
+class QuestionAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
     """ask_user_question's cards. Answered by a tap in the thread, never by an edit here."""
 
+    workspace_path = "tool_call__session__workspace"
     list_display = ["id", "title", "status", "expires_at", "answered_by", "answered_at"]
     list_filter = ["status"]
     search_fields = ["title", "text"]
@@ -27,7 +37,8 @@ class QuestionAdmin(admin.ModelAdmin):
 
 
 @admin.register(CardChoice)
-class CardChoiceAdmin(admin.ModelAdmin):
+class CardChoiceAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
+    workspace_path = "message__thread__workspace"
     list_display = ["id", "message", "member", "action_index", "created_at"]
     raw_id_fields = ["message", "member"]
     readonly_fields = ["message", "member", "action_index"]

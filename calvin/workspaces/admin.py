@@ -5,6 +5,8 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from calvin.admin_scope import ReadOnlyRecordAdmin, WorkspaceScopedAdmin, admin_workspace_ids, is_platform_operator
+
 # Imported for its receivers: every process that loads the admin pushes AGENTS.md on changes.
 from calvin.workspaces import signals  # noqa: F401
 from calvin.workspaces.admin_actions import pause_agents, resume_agents
@@ -13,33 +15,32 @@ from calvin.workspaces.models import Agent, DailyUsage, Destination, Member, Quo
 from calvin.workspaces.quotas import quotas_with_usage
 
 
-class MemberInline(admin.TabularInline):
+class MemberInline(WorkspaceScopedAdmin, admin.TabularInline):
+    """Read-only for tenants: roles change on the People page, under its rules (the last owner)."""
+
     model = Member
+    tenant_permissions = {"view"}
     extra = 0
     autocomplete_fields = ["user"]
 
 
 @admin.register(Member)
-class MemberAdmin(admin.ModelAdmin):
+class MemberAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+    """Tenants look here; they invite, change roles and remove people on the People page, whose
+    services (calvin/workspaces/people.py) keep the rules: the last owner stays, admins make no owners."""
+
+    tenant_permissions = {"view"}
     list_display = ["__str__", "workspace", "role", "user", "slack_user_id", "created_at"]
     list_filter = ["role", "workspace"]
     search_fields = ["display_name", "slack_user_id", "user__username", "user__email"]
     autocomplete_fields = ["user", "workspace"]
 
 
-def _managed_workspace_ids(request) -> list[int]:
-    """The workspaces the person owns or administers, computed once per request."""
-    if not hasattr(request, "_managed_workspace_ids"):
-        managers = Member.objects.filter(user_id=request.user.pk, role__in=[Member.Role.OWNER, Member.Role.ADMIN])
-        request._managed_workspace_ids = list(managers.values_list("workspace_id", flat=True))
-    return request._managed_workspace_ids
-
-
 def _manages(request, workspace_id: int | None = None) -> bool:
-    """A superuser manages every workspace's definition; other staff those they own or administer."""
-    if request.user.is_active and request.user.is_superuser:
+    """A superuser manages every workspace's definition; others those they own or administer."""
+    if is_platform_operator(request):
         return True
-    managed = _managed_workspace_ids(request)
+    managed = admin_workspace_ids(request)
     return bool(managed) if workspace_id is None else workspace_id in managed
 
 
@@ -67,27 +68,25 @@ class DefinitionImportForm(forms.Form):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
-    """Staff with Django's permissions see every workspace; a workspace's owners and admins
-    see theirs (read-only) to reach its definition's export and import. The egress policy is
-    edited by staff only: an allowlist can open private addresses of the hosts' network."""
+class WorkspaceAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+    """Superusers see every workspace; a workspace's owners and admins see and rename theirs and
+    reach its definition's export and import. The egress policy is edited by superusers only: an
+    allowlist can open private addresses of the hosts' network. The slug and Slack team stay put."""
 
+    workspace_path = "id"
+    tenant_permissions = {"view", "change"}
+    platform_fields = ["slug", "slack_team_id", "egress_policy", "egress_allowlist"]
     list_display = ["name", "slug", "slack_team_id", "egress_policy", "created_at"]
     search_fields = ["name", "slug", "slack_team_id"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MemberInline]
 
-    def get_queryset(self, request):
-        queryset = super().get_queryset(request)
-        if super().has_view_permission(request):
-            return queryset
-        return queryset.filter(id__in=_managed_workspace_ids(request))
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        return fields if is_platform_operator(request) else [*fields, *self.platform_fields]
 
-    def has_module_permission(self, request):
-        return super().has_module_permission(request) or _manages(request)
-
-    def has_view_permission(self, request, obj=None):
-        return super().has_view_permission(request, obj) or _manages(request, obj and obj.id)
+    def get_prepopulated_fields(self, request, obj=None):
+        return super().get_prepopulated_fields(request, obj) if is_platform_operator(request) else {}
 
     def get_urls(self):
         views = [
@@ -164,10 +163,11 @@ class RepositoryForm(forms.ModelForm):
 
 
 @admin.register(Repository)
-class RepositoryAdmin(admin.ModelAdmin):
+class RepositoryAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     """Every workspace's repositories for superusers; a workspace's owners and admins see and
     change only theirs. Clone URLs are checked by the model's validators when saved."""
 
+    tenant_permissions = {"view", "add", "change", "delete"}
     form = RepositoryForm
     list_display = ["full_name", "name", "workspace", "default_branch", "published", "updated_at"]
     list_select_related = ["workspace"]
@@ -175,60 +175,12 @@ class RepositoryAdmin(admin.ModelAdmin):
     list_filter = ["published", ("workspace", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "full_name", "clone_url"]
 
-    def get_queryset(self, request):
-        queryset = super().get_queryset(request)
-        if request.user.is_superuser:
-            return queryset
-        return queryset.filter(workspace_id__in=_managed_workspace_ids(request))
-
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.name == "workspace" and not request.user.is_superuser:
-            kwargs["queryset"] = Workspace.objects.filter(id__in=_managed_workspace_ids(request)).order_by("name")
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def has_module_permission(self, request):
-        return _manages(request)
-
-    def has_view_permission(self, request, obj=None):
-        return _manages(request, obj and obj.workspace_id)
-
-    def has_add_permission(self, request):
-        return _manages(request)
-
-    def has_change_permission(self, request, obj=None):
-        return _manages(request, obj and obj.workspace_id)
-
-    def has_delete_permission(self, request, obj=None):
-        return _manages(request, obj and obj.workspace_id)
-
-
-class UsageScopedAdmin:
-    """Every workspace for people with the model's Django permission (superusers, the
-    platform's operators). Other staff see only the workspaces they own or administer, and
-    only to look: a tenant must neither raise its own quota nor see another tenant's use,
-    as secrets_vault/admin.py scopes secrets by the same Member roles."""
-
-    def _platform_wide(self, request) -> bool:
-        return super().has_view_permission(request)
-
-    def get_queryset(self, request):
-        queryset = super().get_queryset(request)
-        if self._platform_wide(request):
-            return queryset
-        return queryset.filter(workspace_id__in=_managed_workspace_ids(request))
-
-    def has_module_permission(self, request):
-        return super().has_module_permission(request) or bool(_managed_workspace_ids(request))
-
-    def has_view_permission(self, request, obj=None):
-        if self._platform_wide(request):
-            return True
-        managed = _managed_workspace_ids(request)
-        return bool(managed) if obj is None else obj.workspace_id in managed
-
 
 @admin.register(Quota)
-class QuotaAdmin(UsageScopedAdmin, admin.ModelAdmin):
+class QuotaAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+    """Superusers set any limit; a workspace's owners and admins look at theirs (and its use)."""
+
+    tenant_permissions = {"view"}
     list_display = [
         "workspace",
         "concurrent_sessions",
@@ -267,8 +219,8 @@ class QuotaAdmin(UsageScopedAdmin, admin.ModelAdmin):
 
 
 @admin.register(DailyUsage)
-class DailyUsageAdmin(UsageScopedAdmin, admin.ModelAdmin):
-    """What was counted against the quotas: written only by the counting services."""
+class DailyUsageAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
+    """What was counted against the quotas: written only by the counting services, never here."""
 
     list_display = ["day", "workspace", "turns", "tool_calls", "agent_minutes"]
     list_select_related = ["workspace"]
@@ -284,17 +236,13 @@ class DailyUsageAdmin(UsageScopedAdmin, admin.ModelAdmin):
     def agent_minutes(self, obj):
         return f"{obj.agent_seconds / 60:.1f}"
 
-    def has_add_permission(self, request):
-        return False
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
-class DestinationInline(admin.TabularInline):
+class DestinationInline(WorkspaceScopedAdmin, admin.TabularInline):
     """The agent's destination map: its permission list for send_message and send_file."""
 
     model = Destination
+    workspace_path = "agent__workspace"
+    tenant_permissions = {"view", "add", "change", "delete"}
     fk_name = "agent"
     extra = 1
     fields = ["name", "thread", "target_agent"]
@@ -302,7 +250,8 @@ class DestinationInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+    tenant_permissions = {"view", "add", "change", "delete"}
     inlines = [DestinationInline]
     list_display = ["name", "workspace", "cli_scope", "model", "environment_version", "paused_at", "created_at"]
     actions = [pause_agents, resume_agents]  # calvin/workspaces/admin_actions.py
@@ -311,7 +260,9 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Destination)
-class DestinationAdmin(admin.ModelAdmin):
+class DestinationAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+    workspace_path = "agent__workspace"
+    tenant_permissions = {"view", "add", "change", "delete"}
     list_display = ["name", "agent", "thread", "target_agent", "created_at"]
     list_filter = ["agent__workspace"]
     search_fields = ["name", "agent__name"]
