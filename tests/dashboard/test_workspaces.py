@@ -145,8 +145,8 @@ def test_a_person_without_a_workspace_lands_on_the_create_page_and_becomes_the_o
     ("data", "says"),
     [
         ({"name": "Acme", "slug": "асme"}, "CYRILLIC SMALL LETTER A"),
-        ({"name": "Acme", "slug": "acme"}, "the slug &#x27;acme&#x27; is taken: choose another"),
-        ({"name": "Acme", "slug": "Acme"}, "the slug &#x27;acme&#x27; is taken: choose another"),
+        ({"name": "Acme", "slug": "acme"}, "The slug &#x27;acme&#x27; is taken: choose another"),
+        ({"name": "Acme", "slug": "Acme"}, "The slug &#x27;acme&#x27; is taken: choose another"),
         ({"name": "Acme\x00", "slug": "acme2"}, "U+0000"),
         ({"name": "N" * 10_000, "slug": "acme2"}, "at most 200 characters"),
         ({"name": "Acme", "slug": "s" * 10_000}, "at most 50 characters"),
