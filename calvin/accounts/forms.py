@@ -2,10 +2,10 @@
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.contrib.auth.forms import AuthenticationForm, SetPasswordMixin
+from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm, SetPasswordMixin
 from django.core.validators import MaxLengthValidator
 
-from calvin.accounts.identity import EMAIL_MAX_LENGTH, LOGIN_MAX_LENGTH, email_normalize
+from calvin.accounts.identity import EMAIL_MAX_LENGTH, LOGIN_MAX_LENGTH, email_normalize, is_unverified
 
 NOT_ASCII = (
     "Type the address in plain ASCII letters (an international domain in its xn-- form): look-alike letters"
@@ -68,3 +68,19 @@ class LoginForm(AuthenticationForm):
 class ResendVerificationForm(forms.Form):
     email = NormalEmailField()
     next = forms.CharField(required=False, widget=forms.HiddenInput, max_length=2000)
+
+
+class ResetForm(PasswordResetForm):
+    """Django's reset form, which also reaches accounts whose verification link was never opened:
+    a person who forgot the password before verifying is not stuck (the reset link proves the
+    address, so completing it verifies the account too). Deactivated accounts still get nothing."""
+
+    def get_users(self, email):
+        matching = get_user_model()._default_manager.filter(email__iexact=email)
+        return (
+            user
+            for user in matching
+            if (user.is_active or is_unverified(user))
+            and user.has_usable_password()
+            and email_normalize(user.email) == email_normalize(email)
+        )

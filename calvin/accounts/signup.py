@@ -46,4 +46,4 @@ def _account_exists_email_send(request, *, email: str, next_url: str) -> None:
         "reset_link": absolute_url(request, reverse("password_reset")),
     }
     body = render_to_string("registration/account_exists_email.txt", context)
-    transaction.on_commit(lambda: send_mail("You already have a Calvin account", body, None, [email]))
+    transaction.on_commit(lambda: send_mail("You already have a Calvin account", body, None, [email]), robust=True)

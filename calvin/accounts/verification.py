@@ -49,7 +49,7 @@ def verification_email_send(request, user, *, next_url: str = "") -> None:
     """The verification email, sent once the transaction that made the account commits."""
     context = {"link": verification_link(request, user, next_url=next_url), "email": user.email}
     body = render_to_string("registration/verification_email.txt", context)
-    transaction.on_commit(lambda: send_mail("Verify your email for Calvin", body, None, [user.email]))
+    transaction.on_commit(lambda: send_mail("Verify your email for Calvin", body, None, [user.email]), robust=True)
 
 
 def unverified_user_for_link(uidb64: str, token: str):

@@ -12,7 +12,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
-from calvin.accounts.forms import LoginForm, ResendVerificationForm, SignupForm
+from calvin.accounts.forms import LoginForm, ResendVerificationForm, ResetForm, SignupForm
+from calvin.accounts.identity import is_unverified
 from calvin.accounts.links import absolute_url, safe_next, with_query
 from calvin.accounts.signup import account_signup, signup_url
 from calvin.accounts.verification import (
@@ -86,7 +87,6 @@ def verify_resend(request):
 
 class LoginView(auth_views.LoginView):
     authentication_form = LoginForm
-    redirect_authenticated_user = True
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -103,6 +103,7 @@ class PasswordChangeView(auth_views.PasswordChangeView):
 
 
 class PasswordResetView(auth_views.PasswordResetView):
+    form_class = ResetForm
     email_template_name = "registration/password_reset_email.txt"
     subject_template_name = "registration/password_reset_subject.txt"
 
@@ -115,8 +116,11 @@ class PasswordResetView(auth_views.PasswordResetView):
 class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
     def form_valid(self, form):
         with transaction.atomic():
+            unverified = is_unverified(form.user)
             response = super().form_valid(form)
             audit_record(verb="account.password_reset", actor=form.user, target=form.user)
+            if unverified:  # the reset link was opened from the address: it is verified
+                account_verify(user=form.user)
         return response
 
 

@@ -252,3 +252,22 @@ def test_failures_in_any_case_count_against_one_username(client, ann, settings):
         response = log_in(client, typed, "wrong-password")
     assert response.status_code == 429
     assert log_in(Client(), "ann@EXAMPLE.com").status_code == 429  # the right password, refused unchecked
+
+
+def test_a_reset_before_verifying_sets_the_password_and_verifies(client, django_capture_on_commit_callbacks):
+    sign_up(client, django_capture_on_commit_callbacks, "ann@example.com")
+    mail.outbox.clear()
+    client.post("/accounts/password_reset/", {"email": "ann@example.com"})
+    form_page = client.get(link_in(last_email_to("ann@example.com")), follow=True)
+    set_url = form_page.redirect_chain[-1][0]
+    client.post(set_url, {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+    ann = User.objects.get()
+    assert ann.is_active and ann.check_password(NEW_PASSWORD)
+    assert AuditEvent.objects.filter(verb="account.verify", target_id=str(ann.pk)).exists()
+
+
+def test_a_deactivated_account_gets_no_reset_link(client, ann):
+    assert log_in(Client(), "ann@example.com").status_code == 302
+    User.objects.filter(pk=ann.pk).update(is_active=False)
+    client.post("/accounts/password_reset/", {"email": "ann@example.com"})
+    assert not mail.outbox
