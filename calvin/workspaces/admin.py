@@ -10,6 +10,7 @@ from calvin.admin_scope import ReadOnlyRecordAdmin, WorkspaceScopedAdmin, admin_
 # Imported for its receivers: every process that loads the admin pushes AGENTS.md on changes.
 from calvin.workspaces import signals  # noqa: F401
 from calvin.workspaces.admin_actions import pause_agents, resume_agents
+from calvin.workspaces.admin_forms import AgentForm, agent_form_save, destination_choices_limit
 from calvin.workspaces.definitions import FORMATS, MAX_BYTES, DefinitionInvalid, definition_export, definition_import
 from calvin.workspaces.models import Agent, DailyUsage, Destination, Member, Quota, Repository, Workspace
 from calvin.workspaces.quotas import quotas_with_usage
@@ -246,17 +247,31 @@ class DestinationInline(WorkspaceScopedAdmin, admin.TabularInline):
     fk_name = "agent"
     extra = 1
     fields = ["name", "thread", "target_agent"]
-    raw_id_fields = ["thread", "target_agent"]
+
+    def get_formset(self, request, obj=None, **kwargs):
+        """Choosers of this agent's own workspace's threads and other agents (admin_forms.py)."""
+        formset = super().get_formset(request, obj, **kwargs)
+        destination_choices_limit(formset.form, agent=obj)
+        return formset
 
 
 @admin.register(Agent)
 class AgentAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     tenant_permissions = {"view", "add", "change", "delete"}
+    form = AgentForm  # real widgets, the agent tools' own rules (calvin/workspaces/admin_forms.py)
+    readonly_fields = ["environment_version", "directory", "paused_at", "paused_by", "created_by"]
     inlines = [DestinationInline]
     list_display = ["name", "workspace", "cli_scope", "model", "environment_version", "paused_at", "created_at"]
     actions = [pause_agents, resume_agents]  # calvin/workspaces/admin_actions.py
     list_filter = ["cli_scope", "model", "workspace"]
     search_fields = ["name", "instructions"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # An agent stays in its workspace: its directory, sessions and secrets are there.
+        return [*self.readonly_fields, "workspace"] if obj else self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        agent_form_save(request=request, agent=obj, form=form, change=change)
 
 
 @admin.register(Destination)
