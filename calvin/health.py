@@ -86,3 +86,17 @@ def migrations_check() -> str:
         log.warning("readyz: the migrations could not be read", exc_info=True)
         return "error"
     return "unapplied" if unapplied else "ok"
+
+
+class ProbeMiddleware:
+    """First in MIDDLEWARE: answers the probes before host validation (an orchestrator probes by
+    the pod's address, which ALLOWED_HOSTS does not name), the HTTPS redirect (a load balancer
+    probes over plain HTTP), sessions and the rest. The answers depend on no Host header."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.probes = {"/healthz": liveness, "/readyz": readiness}
+
+    def __call__(self, request):
+        probe = self.probes.get(request.path_info)
+        return probe(request) if probe else self.get_response(request)
