@@ -211,7 +211,7 @@ def _resend(invitation: Invitation, *, actor: Member, role: str, base_url: str) 
 def _managed(actor: Member, invitation_id: int) -> Invitation:
     """The actor's workspace's invitation, locked; another workspace's id is not found."""
     invitation = (
-        Invitation.objects.select_for_update()
+        Invitation.objects.select_for_update(of=("self",))
         .select_related("workspace")
         .filter(id=invitation_id, workspace_id=actor.workspace_id)
         .first()

@@ -389,3 +389,34 @@ def test_a_link_used_on_another_workspace_url_is_not_found(people, bob_invited, 
     assert client.get(f"/w/acme/invite/{bob_invited}/").status_code == 200
     assert client.post(f"/w/acme/invite/{bob_invited}/").status_code == 302
     assert Member.objects.get(user__email="bob@example.com").workspace == people.acme
+
+
+def test_a_resend_between_the_read_and_the_claim_kills_the_link_being_accepted(people, bob_invited, django_user_model):
+    bob = person(django_user_model, "bob@example.com")
+    from calvin.accounts import invitations
+
+    real = invitations.invitation_state_problem
+
+    def resent_meanwhile(invitation):
+        Invitation.objects.filter(id=invitation.id).update(token_digest="f" * 64)
+        return real(invitation)
+
+    invitations.invitation_state_problem = resent_meanwhile
+    try:
+        with pytest.raises(InvitationRefused, match="not valid"):
+            invitation_accept(raw_token=bob_invited, user=bob)
+    finally:
+        invitations.invitation_state_problem = real
+    assert not Member.objects.filter(user=bob).exists()
+
+
+def test_an_accepted_invitation_is_neither_revoked_nor_resent(people, bob_invited, as_, send, mailoutbox):
+    bob = person(Member._meta.get_field("user").related_model, "bob@example.com")
+    invitation_accept(raw_token=bob_invited, user=bob)
+    invitation = Invitation.objects.get()
+    client = as_(people.ann)
+    for action in ("revoke", "resend"):
+        response = send(client.post, f"/w/acme/people/invitations/{invitation.id}/{action}/")
+        assert response.status_code == 409 and "already accepted" in response.content.decode()
+    invitation.refresh_from_db()
+    assert invitation.revoked_at is None and len(mailoutbox) == 1
