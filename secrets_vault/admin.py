@@ -109,11 +109,13 @@ class SecretAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
             messages.info(request, "The value was kept: type a new one to replace it.")
 
     def delete_model(self, request, obj):
-        secret_delete(secret_id=obj.pk, workspace_id=obj.workspace_id)
+        actor = member_of(request.user, obj.workspace_id) or request.user
+        secret_delete(secret_id=obj.pk, workspace_id=obj.workspace_id, actor=actor)
 
     def delete_queryset(self, request, queryset):
         for secret_id, workspace_id in queryset.values_list("id", "workspace_id"):
-            secret_delete(secret_id=secret_id, workspace_id=workspace_id)
+            actor = member_of(request.user, workspace_id) or request.user
+            secret_delete(secret_id=secret_id, workspace_id=workspace_id, actor=actor)
 
 
 @admin.register(SecretRequest)

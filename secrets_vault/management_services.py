@@ -126,8 +126,8 @@ def secret_as_file_set(*, secret_id: int, workspace_id: int, as_file: bool) -> N
     Secret.objects.filter(id=secret_id, workspace_id=workspace_id).update(as_file=as_file)
 
 
-def secret_remove(*, secret_id: int, workspace_id: int) -> bool:
+def secret_remove(*, secret_id: int, workspace_id: int, member=None) -> bool:
     """Delete a workspace-level or agent-level secret of this workspace; False when there is none."""
     if managed_secret(workspace_id=workspace_id, secret_id=secret_id) is None:
         return False
-    return secret_delete(secret_id=secret_id, workspace_id=workspace_id)
+    return secret_delete(secret_id=secret_id, workspace_id=workspace_id, actor=member)

@@ -73,10 +73,35 @@ def secret_put(
     place = {"workspace_id": workspace_id, "agent_id": agent_id, "session_id": session_id, "name": name}
     secret = Secret.objects.select_for_update().filter(**place).first()
     if secret is None:
-        return Secret.objects.create(**place, as_file=as_file, key_id=key_id, ciphertext=ciphertext, set_by=member)
+        secret = Secret.objects.create(**place, as_file=as_file, key_id=key_id, ciphertext=ciphertext, set_by=member)
+        _audited("secret.set", secret, actor=member, changes={"name": (None, name), "scope": (None, _scope(secret))})
+        return secret
+    as_file_before = secret.as_file
     secret.as_file, secret.key_id, secret.ciphertext, secret.set_by = as_file, key_id, ciphertext, member
     secret.save()
+    changes = {"name": (name, name), "scope": (_scope(secret), _scope(secret))}
+    if as_file_before != as_file:
+        changes["as_file"] = (as_file_before, as_file)
+    _audited("secret.replace", secret, actor=member, changes=changes)
     return secret
+
+
+def _scope(secret: Secret) -> str:
+    if secret.session_id:
+        return f"session {secret.session_id}"
+    if secret.agent_id:
+        from calvin.workspaces.models import Agent
+
+        name = Agent.objects.filter(id=secret.agent_id).values_list("name", flat=True).first()
+        return f"agent {name}"
+    return "workspace"
+
+
+def _audited(verb: str, secret: Secret, *, actor, changes: dict) -> None:
+    """The secret's name and where it is in scope; never its value (audit_record refuses one)."""
+    from calvin.audit.services import audit_record
+
+    audit_record(verb=verb, workspace=secret.workspace_id, actor=actor, target=secret, changes=changes)
 
 
 def secret_set(*, session, name: str, value: str, as_file: bool = False, member=None) -> Secret:
@@ -92,8 +117,14 @@ def secret_set_for_workspace(*, workspace_id: int, name: str, value: str, as_fil
 
 
 @transaction.atomic
-def secret_delete(*, secret_id: int, workspace_id: int) -> bool:
-    return Secret.objects.filter(id=secret_id, workspace_id=workspace_id).delete()[0] > 0
+def secret_delete(*, secret_id: int, workspace_id: int, actor=None) -> bool:
+    """`actor`: who deleted it (a Member or a User), for the audit log."""
+    secret = Secret.objects.select_for_update().filter(id=secret_id, workspace_id=workspace_id).first()
+    if secret is None:
+        return False
+    changes = {"name": (secret.name, None), "scope": (_scope(secret), None)}
+    _audited("secret.delete", secret, actor=actor, changes=changes)
+    return Secret.objects.filter(id=secret.id).delete()[0] > 0
 
 
 def _plain(secret: Secret) -> str:

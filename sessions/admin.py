@@ -57,7 +57,7 @@ class HostAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             return super().save_model(request, obj, form, change)
-        host, token = host_create(name=obj.name, workspace=obj.workspace)
+        host, token = host_create(name=obj.name, workspace=obj.workspace, actor=request.user)
         obj.pk, obj.token_digest, obj.token_hint = host.pk, host.token_digest, host.token_hint
         self.message_user(
             request,
@@ -67,11 +67,11 @@ class HostAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
         )
 
     def delete_model(self, request, obj):
-        host_delete(host_id=obj.id)  # its running turns run elsewhere, not left "running"
+        host_delete(host_id=obj.id, actor=request.user)  # its running turns run elsewhere, not left "running"
 
     def delete_queryset(self, request, queryset):
         for host_id in queryset.values_list("id", flat=True):
-            host_delete(host_id=host_id)
+            host_delete(host_id=host_id, actor=request.user)
 
 
 

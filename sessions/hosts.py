@@ -19,10 +19,14 @@ MAX_ATTEMPTS = 3  # a turn interrupted this many times (its host died each time)
 
 
 @transaction.atomic
-def host_create(*, name: str, workspace=None) -> tuple[Host, str]:
-    """A host and its token, which is shown once and stored only as a digest."""
+def host_create(*, name: str, workspace=None, actor=None) -> tuple[Host, str]:
+    """A host and its token, which is shown once and stored only as a digest. `actor`: who made it."""
+    from calvin.audit.services import audit_record
+
     token = token_new(HOST_PREFIX)
     host = Host.objects.create(name=name, workspace=workspace, token_digest=token_digest(token), token_hint=token[:10])
+    changes = {"name": (None, name), "token_hint": (None, host.token_hint)}
+    audit_record(verb="host.create", workspace=workspace, actor=actor, target=host, changes=changes)
     return host, token
 
 
@@ -264,12 +268,17 @@ def turns_overdue_end(*, now: datetime | None = None) -> list[int]:
 
 
 @transaction.atomic
-def host_delete(*, host_id: int) -> bool:
+def host_delete(*, host_id: int, actor=None) -> bool:
     """Delete a host: its connection closes and its running turns run elsewhere first (the
-    rows would otherwise lose their host and stay running)."""
+    rows would otherwise lose their host and stay running). `actor`: who deleted it."""
+    from calvin.audit.services import audit_record
+
     host = Host.objects.select_for_update().filter(id=host_id).first()
     if host is None:
         return False
+    audit_record(
+        verb="host.delete", workspace=host.workspace_id, actor=actor, target=host, changes={"name": (host.name, None)}
+    )
     host_turns_requeue(host_id=host_id, reason=f"its host {host.name} was deleted")
     # Before the row goes: its runners would lose their host and pass for issued ones.
     Runner.objects.filter(host_id=host_id, revoked_at__isnull=True).update(revoked_at=timezone.now())

@@ -135,6 +135,7 @@ def session_stop(*, session_id: int, member=None, via: str = "web") -> str:
     dropped from the queue (they stay in the thread). Returns what to tell the person."""
     session = Session.objects.select_for_update().get(id=session_id)
     who = f"stopped by {member}" if member else f"stopped from {via}"
+    status_before = session.status
     queued = Turn.objects.filter(session=session, status=Turn.Status.QUEUED).update(
         status=Turn.Status.STOPPED, error=who, finished_at=timezone.now()
     )
@@ -145,10 +146,12 @@ def session_stop(*, session_id: int, member=None, via: str = "web") -> str:
         if queued:
             from sessions.services import system_notice_post
 
+            _stop_audited(session, member=member, via=via, changes={"status": (status_before, "idle")}, queued=queued)
             system_notice_post(thread_id=session.thread_id, text=f"Stopped ({who}) before the agent started.")
             return "stopped before the agent started"
         return "the agent is not running"
     running.update(error=who)
+    _stop_audited(session, member=member, via=via, changes={"status": (status_before, "stopping")}, queued=queued)
     turn_id, host_id = batch
     from sessions.hosts import host_is_live
 
@@ -161,6 +164,21 @@ def session_stop(*, session_id: int, member=None, via: str = "web") -> str:
     # Should it be gone by the time this is sent, its lapse ends the turn stopped (hosts._requeue).
     transaction.on_commit(lambda: host_send(host_id, {"type": "stop", "session": session.id, "turn": turn_id}))
     return "stopping"
+
+
+# The channels an audit row names; session_stop's `via` may be a phrase for the thread ("the admin by ann").
+AUDIT_CHANNELS = ("web", "slack", "admin", "calvin-command", "cli", "api", "system")
+
+
+def _stop_audited(session: Session, *, member, via: str, changes: dict, queued: int) -> None:
+    from calvin.audit.services import audit_record
+
+    if queued:
+        changes["queued_turns"] = (queued, 0)
+    channel = via if via in AUDIT_CHANNELS else ("admin" if via.startswith("the admin") else None)
+    audit_record(
+        verb="session.stop", workspace=session.workspace_id, actor=member, target=session, changes=changes, via=channel
+    )
 
 
 @transaction.atomic

@@ -48,11 +48,11 @@ class SlackInstallationAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
         return False
 
     def delete_model(self, request, obj):
-        installation_remove(team_id=obj.team_id)
+        installation_remove(team_id=obj.team_id, actor=request.user)
 
     def delete_queryset(self, request, queryset):
         for team_id in queryset.values_list("team_id", flat=True):
-            installation_remove(team_id=team_id)
+            installation_remove(team_id=team_id, actor=request.user)
 
 
 @admin.register(SlackEvent)

@@ -106,9 +106,9 @@ def secret_replace_value(request, workspace_id: int, secret_id: int):
 @login_required
 @require_POST
 def secret_delete(request, workspace_id: int, secret_id: int):
-    _manager(request, workspace_id)
+    member = _manager(request, workspace_id)
     secret = managed_secret(workspace_id=workspace_id, secret_id=secret_id)
-    if secret is None or not secret_remove(secret_id=secret.id, workspace_id=workspace_id):
+    if secret is None or not secret_remove(secret_id=secret.id, workspace_id=workspace_id, member=member):
         raise Http404("no such secret")
     messages.success(request, f"{secret.name} ({_place(secret)}) is deleted.")
     return redirect("dashboard:secrets", workspace_id=workspace_id)

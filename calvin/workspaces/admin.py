@@ -128,7 +128,7 @@ class WorkspaceAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
         if request.method == "POST" and form.is_valid():
             text, fmt = form.definition()
             try:
-                summary = definition_import(workspace=workspace, text=text, format=fmt)
+                summary = definition_import(workspace=workspace, text=text, format=fmt, actor=request.user)
             except DefinitionInvalid as refused:
                 problems = refused.problems
             else:

@@ -217,9 +217,9 @@ def _duplicates(entries: list[dict]) -> list[str]:
 
 
 @transaction.atomic
-def definition_import(*, workspace: Workspace, text: str | bytes, format: str) -> DefinitionImported:
+def definition_import(*, workspace: Workspace, text: str | bytes, format: str, actor=None) -> DefinitionImported:
     """Make the workspace's repositories the file's: create, update, delete. Raises
-    DefinitionInvalid with every problem, and then nothing was changed."""
+    DefinitionInvalid with every problem, and then nothing was changed. `actor`: who imported it."""
     entries = definition_parse(text=text, format=format)
     Workspace.objects.select_for_update().filter(id=workspace.id).first()  # one import at a time per workspace
     existing = {row.name.lower(): row for row in Repository.objects.filter(workspace=workspace)}
@@ -244,6 +244,16 @@ def definition_import(*, workspace: Workspace, text: str | bytes, format: str) -
         if key not in existing:
             Repository.objects.create(workspace=workspace, **entry)
             summary.created.append(entry["name"])
+    if summary.created or summary.updated or summary.deleted:
+        from calvin.audit.services import audit_record
+
+        # The repositories' names only: a clone URL may hold a credential.
+        changes = {
+            "created": (None, summary.created),
+            "updated": (None, summary.updated),
+            "deleted": (summary.deleted, None),
+        }
+        audit_record(verb="definition.import", workspace=workspace, actor=actor, target=workspace, changes=changes)
     return summary
 
 

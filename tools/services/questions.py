@@ -356,6 +356,19 @@ def _option_index(question: Question, value: str) -> int:
     raise ActionRefused("that is not one of the question's options")
 
 
+def _answer_audited(question: Question, *, member, index: int, via: str) -> None:
+    from calvin.audit.services import audit_record
+
+    audit_record(
+        verb="question.answer",
+        workspace=question.tool_call.session.workspace_id,
+        actor=member,
+        target=question,
+        changes={"status": (OPEN, ANSWERED), "answer": (None, question.options[index]["label"])},
+        via=via,
+    )
+
+
 def _answer(*, question: Question, member, index: int, via: str) -> tuple[bool, Question]:
     """(True, the question) when this tap won: open -> answered in one conditional UPDATE;
     else (False, the question as it is now)."""
@@ -366,6 +379,7 @@ def _answer(*, question: Question, member, index: int, via: str) -> tuple[bool, 
         )
         if won:
             question.status, question.answer_index, question.answered_by = ANSWERED, index, member
+            _answer_audited(question, member=member, index=index, via=via)
             _push_on_commit(question.id, Decision(ANSWERED, index))
             result = {"status": "answered", "value": question.options[index]["value"], "by": str(member), "via": via}
             _card_show(question, f"Answered by {member}", result)

@@ -265,14 +265,15 @@ def _uninstall_take(row: SlackEvent) -> tuple[str, str]:
 
 
 @transaction.atomic
-def slack_team_uninstall(*, team_id: str) -> str | None:
+def slack_team_uninstall(*, team_id: str, actor=None, via: str | None = "slack") -> str | None:
     """Calvin was removed from the team (or its bot token revoked): forget the installation,
     stop the sessions of the workspace's Slack threads with a notice, and fail the posts still
-    waiting for Slack (nothing can deliver them). None when no installation was left."""
+    waiting for Slack (nothing can deliver them). None when no installation was left. `actor` and
+    `via`: who removed it and from where, for the audit log (Slack's own event: the system, "slack")."""
     from sessions.services import LIVE_STATUSES, system_notice_post
     from sessions.turns import session_stop
 
-    workspace_id = installation_remove(team_id=team_id)
+    workspace_id = installation_remove(team_id=team_id, actor=actor, via=via)
     if workspace_id is None:
         return None
     live = Session.objects.filter(

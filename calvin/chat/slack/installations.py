@@ -91,6 +91,20 @@ def installation_save(
             Workspace.objects.filter(id=workspace.id).update(slack_team_id=team_id)
     except IntegrityError as exc:  # a concurrent install of the same team elsewhere
         raise InstallRefused("this Slack workspace is already connected to another Calvin workspace") from exc
+    from calvin.audit.services import audit_record
+
+    # A reinstall (a new bot token, never recorded) is an install too.
+    audit_record(
+        verb="slack.install",
+        workspace=workspace,
+        actor=installed_by if getattr(installed_by, "is_authenticated", False) else None,
+        target=installation,
+        changes={
+            "slack_team_id": (mine.team_id if mine else "", team_id),
+            "team_name": (mine.team_name if mine else "", team_name),
+        },
+        via="system" if from_environment else None,
+    )
     return installation
 
 
@@ -147,14 +161,24 @@ def installation_from_environment(*, team_id: str | None = None) -> SlackInstall
 
 
 @transaction.atomic
-def installation_remove(*, team_id: str) -> int | None:
-    """Forget the team's installation; returns the workspace id it was tied to."""
+def installation_remove(*, team_id: str, actor=None, via: str | None = None) -> int | None:
+    """Forget the team's installation; returns the workspace id it was tied to. `actor` and
+    `via`: who removed it and from where (Slack's app_uninstalled event: None and "slack")."""
+    from calvin.audit.services import audit_record
     from calvin.workspaces.models import Workspace
 
     installation = SlackInstallation.objects.select_for_update().filter(team_id=team_id).first()
     if installation is None:
         return None
     workspace_id = installation.workspace_id
+    audit_record(
+        verb="slack.uninstall",
+        workspace=workspace_id,
+        actor=actor,
+        target=installation,
+        changes={"slack_team_id": (team_id, "")},
+        via=via,
+    )
     installation.delete()
     Workspace.objects.filter(id=workspace_id, slack_team_id=team_id).update(slack_team_id="")
     return workspace_id

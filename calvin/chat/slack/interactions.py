@@ -186,6 +186,16 @@ def session_permission_mode_set(*, session_id: int, member, mode: str) -> str:
     changed = Session.objects.filter(id=session.id).exclude(permission_mode=mode).update(permission_mode=mode)
     if not changed:
         return f"The permission mode of {_which_thread(session)} already is `{mode}`."
+    from calvin.audit.services import audit_record
+
+    audit_record(
+        verb="session.mode",
+        workspace=session.workspace_id,
+        actor=member,
+        target=session,
+        changes={"permission_mode": (before, mode)},
+        via="calvin-command",
+    )
     system_notice_post(
         thread_id=session.thread_id,
         text=f"Permission mode changed from {before} to {mode} by {member} (/calvin in Slack). Approvals follow it"
@@ -228,7 +238,8 @@ def _session_command(sub: str, words: list[str], *, session: Session, workspace_
             return f"Nothing changed: {WHO_MAY_STEER} ({_which_thread(session)})"
         from sessions.turns import session_stop
 
-        return f"Stop, {_which_thread(session)}: {session_stop(session_id=session.id, member=member, via='slack')}."
+        stopped = session_stop(session_id=session.id, member=member, via="calvin-command")
+        return f"Stop, {_which_thread(session)}: {stopped}."
     if len(words) != 2:
         modes = ", ".join(f"`{m}`" for m in Session.PermissionMode.values)
         return f"Give one mode: {modes}. Now {_which_thread(session)} is in `{session.permission_mode}`."

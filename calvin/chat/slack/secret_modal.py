@@ -181,7 +181,10 @@ def _submit(*, team_id: str, user_id: str, user_team_id: str, view: dict, value:
         # Before the vault and the agent's notice run: any later log line of this process
         # redacts it. Only a permitted person's value: others could crowd out real ones.
         remember_values([value])
-    secret_request_fulfil(request_id=request_id, thread_id=thread.id, member=member, value=value)
+    from calvin.audit.context import audit_origin
+
+    with audit_origin(via="slack"):  # the audit row's channel: Slack's modal, not the web request carrying it
+        secret_request_fulfil(request_id=request_id, thread_id=thread.id, member=member, value=value)
 
 
 # Bolt logs a refused request's whole body (a submission with a stale timestamp carries a

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from calvin.audit.context import audit_origin
 from calvin.workspaces.definitions import FORMATS, MAX_BYTES, DefinitionInvalid, definition_export, definition_import
 from calvin.workspaces.models import Workspace
 
@@ -58,7 +59,8 @@ class Command(BaseCommand):
         except OSError as error:
             raise CommandError(f"cannot read {file}: {error.strerror}") from None
         try:
-            summary = definition_import(workspace=workspace, text=data, format=fmt)
+            with audit_origin(via="cli"):
+                summary = definition_import(workspace=workspace, text=data, format=fmt)
         except DefinitionInvalid as refused:
             for problem in refused.problems:
                 self.stderr.write(problem)
