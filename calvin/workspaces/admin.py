@@ -10,7 +10,13 @@ from calvin.admin_scope import ReadOnlyRecordAdmin, WorkspaceScopedAdmin, admin_
 # Imported for its receivers: every process that loads the admin pushes AGENTS.md on changes.
 from calvin.workspaces import signals  # noqa: F401
 from calvin.workspaces.admin_actions import pause_agents, resume_agents
-from calvin.workspaces.admin_forms import AgentForm, agent_form_save, destination_choices_limit
+from calvin.workspaces.admin_forms import (
+    AgentForm,
+    QuotaForm,
+    agent_form_save,
+    destination_choices_limit,
+    quota_form_save,
+)
 from calvin.workspaces.definitions import FORMATS, MAX_BYTES, DefinitionInvalid, definition_export, definition_import
 from calvin.workspaces.models import Agent, DailyUsage, Destination, Member, Quota, Repository, Workspace
 from calvin.workspaces.quotas import quotas_with_usage
@@ -179,9 +185,11 @@ class RepositoryAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
 
 @admin.register(Quota)
 class QuotaAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
-    """Superusers set any limit; a workspace's owners and admins look at theirs (and its use)."""
+    """Superusers set any limit; a workspace's owners and admins see theirs (and its use) and set
+    each limit up to the platform's ceiling (calvin/workspaces/quota_changes.py)."""
 
-    tenant_permissions = {"view"}
+    tenant_permissions = {"view", "change"}
+    form = QuotaForm
     list_display = [
         "workspace",
         "concurrent_sessions",
@@ -205,6 +213,13 @@ class QuotaAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         # One quota per workspace, made with it: a quota is not moved to another workspace.
         return [] if obj is None else ["workspace", *self.usage]
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        return type(form.__name__, (form,), {"request": request})  # the ceiling depends on who edits
+
+    def save_model(self, request, obj, form, change):
+        quota_form_save(request=request, quota=obj, form=form, change=change)
 
     @admin.display(description="turns today (UTC)")
     def turns_today(self, obj):

@@ -14,7 +14,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html, format_html_join
 
-from calvin.workspaces.models import TOOL_SETS, Agent
+from calvin.workspaces.models import TOOL_SETS, Agent, Quota
 from tools.services.agents import (
     APT_NAME,
     ARG_MAX,
@@ -341,3 +341,42 @@ def destination_choices_limit(form_class, *, agent: Agent | None) -> None:
     fields["target_agent"].queryset = (
         Agent.objects.filter(workspace_id=agent.workspace_id).exclude(pk=agent.pk).order_by("name")
     )
+
+
+class QuotaForm(forms.ModelForm):
+    """Each limit a tenant raises is checked against the platform's ceiling, next to its field."""
+
+    request = None  # set by QuotaAdmin.get_form: whose edit this is
+
+    class Meta:
+        model = Quota
+        fields = ["workspace", "concurrent_sessions", "turns_per_day", "agent_minutes_per_month"]
+        fields += ["tool_calls_per_day", "storage_mib"]
+
+    def clean(self):
+        from calvin.operators import operator_for
+        from calvin.workspaces.quota_changes import LIMITS, quota_limit_problem
+
+        data = super().clean()
+        if self.instance.pk is None or self.request is None:
+            return data
+        actor = operator_for(self.request.user, self.instance.workspace_id)
+        for name in LIMITS:
+            if name in self.changed_data and data.get(name) is not None:
+                before = self.initial.get(name)
+                problem = quota_limit_problem(actor=actor, name=name, before=before, after=data[name])
+                if problem:
+                    self.add_error(name, problem)
+        return data
+
+
+def quota_form_save(*, request, quota: Quota, form: QuotaForm, change: bool) -> None:
+    """A change goes through quota_change (its rule again, under the row's lock, audited)."""
+    from calvin.operators import operator_for
+    from calvin.workspaces.quota_changes import LIMITS, quota_change
+
+    if not change:
+        quota.save()  # made by a superuser for a workspace that had none
+        return
+    limits = {name: form.cleaned_data[name] for name in LIMITS if name in form.cleaned_data}
+    quota_change(quota_id=quota.pk, limits=limits, actor=operator_for(request.user, quota.workspace_id))
