@@ -12,9 +12,11 @@ class AuditedChangesAdmin:
 
     audit_noun = ""  # "repository"
     audit_workspace_path = "workspace_id"  # the attribute of a row that names its workspace
+    audit_shown = {}  # field -> what the log shows of its value, e.g. a URL without its credential
 
     def audit_value(self, field: str, value):
-        """What the log shows of a field's value; override to hide a credential in it."""
+        if field in self.audit_shown and isinstance(value, str):
+            return self.audit_shown[field](value)
         return value if value is None or isinstance(value, bool | int | float | str) else str(value)
 
     def _audit_fields(self, obj, names) -> dict:

@@ -6,6 +6,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from calvin.admin_scope import ReadOnlyRecordAdmin, WorkspaceScopedAdmin, admin_workspace_ids, is_platform_operator
+from calvin.audit.admin_changes import AuditedChangesAdmin
 
 # Imported for its receivers: every process that loads the admin pushes AGENTS.md on changes.
 from calvin.workspaces import signals  # noqa: F401
@@ -17,7 +18,14 @@ from calvin.workspaces.admin_forms import (
     destination_choices_limit,
     quota_form_save,
 )
-from calvin.workspaces.definitions import FORMATS, MAX_BYTES, DefinitionInvalid, definition_export, definition_import
+from calvin.workspaces.definitions import (
+    FORMATS,
+    MAX_BYTES,
+    DefinitionInvalid,
+    clone_url_shown,
+    definition_export,
+    definition_import,
+)
 from calvin.workspaces.models import Agent, DailyUsage, Destination, Member, Quota, Repository, Workspace
 from calvin.workspaces.quotas import quotas_with_usage
 
@@ -170,9 +178,12 @@ class RepositoryForm(forms.ModelForm):
 
 
 @admin.register(Repository)
-class RepositoryAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+class RepositoryAdmin(AuditedChangesAdmin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """Every workspace's repositories for superusers; a workspace's owners and admins see and
     change only theirs. Clone URLs are checked by the model's validators when saved."""
+
+    audit_noun = "repository"  # repository.create / .change / .delete
+    audit_shown = {"clone_url": clone_url_shown}  # a clone URL may hold user:token@
 
     tenant_permissions = {"view", "add", "change", "delete"}
     form = RepositoryForm
