@@ -21,9 +21,10 @@ from calvin.accounts.identity import is_unverified, users_with_email
 from calvin.accounts.links import absolute_url, with_query
 from calvin.audit.services import audit_record
 
-# "Send the link again": one email per address per minute, and so many per client address an hour.
-RESEND_EVERY_SECONDS = 60
-RESENDS_PER_ADDRESS_HOUR = 10
+# Emails sign-up and "send the link again" send: one per address per minute, and so many per
+# client address an hour (nobody mails a stranger's inbox full through Calvin).
+EMAIL_EVERY_SECONDS = 60
+EMAILS_PER_CLIENT_HOUR = 20
 
 
 class EmailVerificationTokenGenerator(PasswordResetTokenGenerator):
@@ -73,14 +74,15 @@ def account_verify(*, user) -> None:
     audit_record(verb="account.verify", actor=user, target=user, changes={"is_active": (False, True)})
 
 
-def resend_allowed(*, email: str, client_address: str | None) -> bool:
-    """Rate limit of "send the link again", counted before any lookup (the same for every address)."""
+def account_email_allowed(*, email: str, client_address: str | None) -> bool:
+    """Rate limit of sign-up and "send the link again" emails, counted before any lookup, so it
+    answers the same whether or not the address has an account."""
     digest = hashlib.sha256(email.encode()).hexdigest()
-    if not cache.add(f"verify-resend:email:{digest}", 1, RESEND_EVERY_SECONDS):
+    if not cache.add(f"verify-resend:email:{digest}", 1, EMAIL_EVERY_SECONDS):
         return False
     key = f"verify-resend:ip:{client_address}"
     cache.add(key, 0, 3600)
-    return cache.incr(key) <= RESENDS_PER_ADDRESS_HOUR
+    return cache.incr(key) <= EMAILS_PER_CLIENT_HOUR
 
 
 @transaction.atomic

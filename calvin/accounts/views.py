@@ -17,8 +17,8 @@ from calvin.accounts.identity import is_unverified
 from calvin.accounts.links import absolute_url, safe_next, with_query
 from calvin.accounts.signup import account_signup, signup_url
 from calvin.accounts.verification import (
+    account_email_allowed,
     account_verify,
-    resend_allowed,
     unverified_user_for_link,
     verification_resend,
 )
@@ -34,6 +34,10 @@ def signup(request):
         return redirect(safe_next(request, request.GET.get("next")) or "dashboard:home")
     if request.method == "POST":
         form = SignupForm(request.POST)
+        if form.is_valid() and not account_email_allowed(
+            email=form.cleaned_data["email"], client_address=request.META.get("REMOTE_ADDR")
+        ):
+            form.add_error(None, "An email went to this address a moment ago, or many from here: wait, then try again.")
         if form.is_valid():
             account_signup(
                 request,
@@ -78,7 +82,7 @@ def verify_resend(request):
         messages.error(request, "Enter a valid email address to send the link to.")
         return redirect("login")
     email = form.cleaned_data["email"]
-    if not resend_allowed(email=email, client_address=request.META.get("REMOTE_ADDR")):
+    if not account_email_allowed(email=email, client_address=request.META.get("REMOTE_ADDR")):
         messages.error(request, "A link was sent a moment ago: wait a minute, then ask again.")
         return redirect(with_query(reverse("login"), next=safe_next(request, form.cleaned_data["next"])))
     verification_resend(request, email=email, next_url=safe_next(request, form.cleaned_data["next"]))

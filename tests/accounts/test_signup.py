@@ -9,11 +9,25 @@ from django.utils.http import urlsafe_base64_encode
 from calvin.accounts.signup import signup_url
 from calvin.accounts.verification import verification_tokens
 from calvin.audit.models import AuditEvent
-from tests.accounts.signup_steps import STRONG_PASSWORD, last_email_to, link_in, logged_in_user_id, sign_up
+from tests.accounts.signup_steps import (
+    STRONG_PASSWORD,
+    last_email_to,
+    link_in,
+    logged_in_user_id,
+    resend_limits_forget,
+    sign_up,
+)
 
 pytestmark = pytest.mark.django_db
 
 User = get_user_model()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits():
+    resend_limits_forget()
+    yield
+    resend_limits_forget()
 
 
 def uid_and_token(link: str) -> tuple[str, str]:
@@ -103,6 +117,7 @@ def test_a_taken_email_in_any_case_shows_the_same_page_and_emails_the_owner(
     legacy = django_user_model.objects.create_user("bob", email="Bob@Example.com", password="x")
     for taken in ("ANN@example.COM", "bob@example.com", "ann@example.com"):
         mail.outbox.clear()
+        resend_limits_forget()  # one email per address a minute
         response = sign_up(Client(), django_capture_on_commit_callbacks, taken)
         assert response.status_code == 302 and response.url == "/accounts/signup/done/"
         (message,) = mail.outbox
@@ -206,3 +221,15 @@ def test_the_verify_button_refuses_csrf_less_posts(django_capture_on_commit_call
     link = link_in(last_email_to("ann@example.com"))
     assert Client(enforce_csrf_checks=True).post(link).status_code == 403  # another site's form
     assert not User.objects.get().is_active
+
+
+def test_sign_up_emails_are_rate_limited_the_same_for_taken_and_new_addresses(
+    client, django_capture_on_commit_callbacks, django_user_model
+):
+    django_user_model.objects.create_user("ann@example.com", email="ann@example.com", password="x")
+    for address in ("ann@example.com", "new@example.com"):
+        assert sign_up(client, django_capture_on_commit_callbacks, address).status_code == 302
+        again = sign_up(client, django_capture_on_commit_callbacks, address)
+        assert again.status_code == 200 and "wait, then try again" in again.content.decode()
+    assert sorted(m.to[0] for m in mail.outbox) == ["ann@example.com", "new@example.com"]
+    assert django_user_model.objects.count() == 2

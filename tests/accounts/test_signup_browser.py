@@ -18,6 +18,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 def test_sign_up_verify_and_land_logged_in(gateway, page):  # noqa: F811 (fixture)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    resend_limits_forget()
     page.goto(f"{gateway}/accounts/login/")
     page.click("text=Create an account")
     expect(page).to_have_url(f"{gateway}/accounts/signup/")
