@@ -280,3 +280,21 @@ def test_workspace_pages_need_a_login(client, workspace):
         assert response.status_code == 302 and response["Location"] == f"/accounts/login/?next={url}", url
     response = client.post("/w/acme/threads/start/", {"prompt": "sneak in"})
     assert response.status_code == 302 and not Session.objects.exists()
+
+
+def test_a_page_of_a_workspace_names_it_in_the_header_even_when_its_view_did_not(rf, in_both, owner_member):
+    """/w/<slug>/ pages of others (people, ...) need not set request.current_member: the URL's slug
+    names the workspace, when the person is a member there and only then."""
+    from types import SimpleNamespace
+
+    from calvin.dashboard.context_processors import workspaces
+
+    def current(slug):
+        request = rf.get(f"/w/{slug}/people/")
+        request.user, request.resolver_match = owner_member.user, SimpleNamespace(kwargs={"slug": slug})
+        return workspaces(request)["current_member"]
+
+    assert current("globex").workspace.name == "Globex"
+    assert current("acme").workspace.name == "Acme"
+    workspace_create(name="Umbrella", slug="umbrella")
+    assert not current("umbrella")  # not theirs: nothing named
