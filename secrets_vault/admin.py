@@ -6,11 +6,13 @@ permission; no model permission or staff flag is needed or enough).
 """
 
 from django.contrib import admin, messages
+from django.urls import path
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 
 from calvin.admin_scope import WorkspaceScopedAdmin
 from calvin.workspaces.models import Agent, Workspace
+from secrets_vault.admin_actions import vault_rotate_view
 from secrets_vault.forms import SecretAdminForm
 from secrets_vault.management_services import member_of, secret_as_file_set, secret_manage_put
 from secrets_vault.models import Secret, SecretRequest
@@ -47,6 +49,15 @@ class SecretAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     add_fields = ["workspace", "agent", "name", "value", "as_file"]
     change_fields = ["workspace", "agent", "session", "name", "value", "as_file", "key_id", "set_by", "set_at"]
     shown_only = ["workspace", "agent", "session", "name", "key_id", "set_by", "set_at"]
+
+    def get_urls(self):
+        """The vault key's rotation (superusers only: secrets_vault/admin_actions.py)."""
+        rotate = path(
+            "rotate/",
+            self.admin_site.admin_view(lambda request: vault_rotate_view(self, request)),
+            name="secrets_vault_secret_rotate",
+        )
+        return [rotate, *super().get_urls()]
 
     @admin.display(description="scope")
     def scope(self, obj):
