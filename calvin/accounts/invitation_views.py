@@ -16,12 +16,7 @@ from django.views.decorators.http import require_http_methods
 
 from calvin.accounts import invitations
 from calvin.accounts.invitations import InvitationRefused
-
-
-def _signup_link(*, next_url: str, email: str) -> str:
-    from calvin.accounts.signup import signup_url  # h1's sign-up: keeps next through verification
-
-    return signup_url(next=next_url, email=email)
+from calvin.accounts.signup import signup_url
 
 
 def _problem(request, refusal: InvitationRefused):
@@ -53,7 +48,8 @@ def invitation_page(request, token: str, slug: str | None = None):
         "for_this_person": invitations.is_for(invitation, request.user),
         "logged_in_as": invitations.email_of(request.user) or request.user.get_username(),
         "login_link": reverse("login") + "?" + urlencode({"next": here}),
-        "signup_link": _signup_link(next_url=here, email=invitation.email),
+        # Sign-up keeps `next` through the verification email: the person comes back here, logged in.
+        "signup_link": signup_url(next=here, email=invitation.email),
     }
     return render(request, "accounts/invitation.html", context)
 
@@ -71,14 +67,4 @@ def _accept(request, token: str, slug: str | None):
     else:
         messages.info(request, f"You are already a member of {workspace.name} (as {outcome.member.role}).")
     request.session["calvin_workspace"] = workspace.id
-    return redirect(_workspace_home(workspace))
-
-
-def _workspace_home(workspace) -> str:
-    """The workspace's own home (h2's /w/<slug>/) when it exists, else the dashboard's home."""
-    from django.urls import NoReverseMatch
-
-    try:
-        return reverse("dashboard:workspace", kwargs={"slug": workspace.slug})
-    except NoReverseMatch:
-        return reverse("dashboard:home")
+    return redirect("dashboard:workspace", slug=workspace.slug)

@@ -101,7 +101,8 @@ def _email_on_commit(invitation: Invitation, *, raw_token: str, base_url: str) -
     subject = render_to_string("accounts/invitation_email_subject.txt", context).strip()
     body = render_to_string("accounts/invitation_email.txt", context)
     email = invitation.email
-    transaction.on_commit(lambda: send_mail(subject, body, None, [email]))
+    # Robust: a mail server that is down is logged; the invitation stands and can be resent.
+    transaction.on_commit(lambda: send_mail(subject, body, None, [email]), robust=True)
 
 
 def inviter_name(invitation: Invitation) -> str:

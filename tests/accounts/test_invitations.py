@@ -291,7 +291,8 @@ def test_the_invited_person_accepts_in_any_case_and_joins_with_the_role(people, 
     page = client.get(f"/invite/{bob_invited}/")
     assert "Accept and join Acme" in page.content.decode()
     response = client.post(f"/invite/{bob_invited}/")
-    assert response.status_code == 302
+    assert response.status_code == 302 and response["Location"] == "/w/acme/"
+    assert client.session["calvin_workspace"] == people.acme.id  # "/" brings them back there
     member = Member.objects.get(user=bob)
     assert (member.workspace, member.role) == (people.acme, "admin")
     invitation = Invitation.objects.get()
