@@ -221,3 +221,18 @@ def test_the_verify_button_refuses_csrf_less_posts(django_capture_on_commit_call
     link = link_in(last_email_to("ann@example.com"))
     assert Client(enforce_csrf_checks=True).post(link).status_code == 403  # another site's form
     assert not User.objects.get().is_active
+
+
+def test_a_concurrent_sign_up_of_the_same_address_makes_one_account(
+    client, django_capture_on_commit_callbacks, django_user_model, monkeypatch
+):
+    """The other sign-up committed between our check and our insert: the unique username decides."""
+    django_user_model.objects.create_user("ann@example.com", email="ann@example.com", password="x")
+    from calvin.accounts import signup
+
+    monkeypatch.setattr(signup, "users_with_email", lambda email: django_user_model.objects.none())
+    response = sign_up(client, django_capture_on_commit_callbacks, "ann@example.com")
+    assert response.status_code == 302 and response.url == "/accounts/signup/done/"
+    assert django_user_model.objects.count() == 1
+    assert "already have an account" in last_email_to("ann@example.com").body
+    assert not AuditEvent.objects.filter(verb="account.signup").exists()
