@@ -63,3 +63,26 @@ def test_the_unverified_login_offers_to_send_the_link_again(gateway, page, djang
     expect(page.locator("#check-inbox h2")).to_have_text("Check your inbox")
     (message,) = mail.outbox
     assert message.to == ["bob@example.com"] and "/accounts/verify/" in message.body
+
+
+def test_forgot_password_reset_and_log_in_with_the_new_one(gateway, page, django_user_model):  # noqa: F811
+    django_user_model.objects.create_user("cy@example.com", email="cy@example.com", password=STRONG_PASSWORD)
+    page.goto(f"{gateway}/accounts/login/")
+    page.click("text=Forgot your password?")
+    page.fill("#id_email", "CY@example.com")
+    page.screenshot(path=str(SCREENSHOTS / "h1-reset-form.png"), full_page=True)
+    page.click("button:text-is('Send the link')")
+    expect(page.locator("#check-inbox h2")).to_have_text("Check your inbox")
+    (message,) = mail.outbox
+    (link,) = re.findall(r"https?://\S+", message.body)
+    page.goto(link)
+    page.fill("#id_new_password1", "A-brand-new-phrase-77")
+    page.fill("#id_new_password2", "A-brand-new-phrase-77")
+    page.screenshot(path=str(SCREENSHOTS / "h1-reset-confirm.png"), full_page=True)
+    page.click("button:text-is('Set the password')")
+    expect(page.locator("#password-set h2")).to_have_text("Your password is set")
+    page.click("#password-set a")
+    page.fill("#id_username", "cy@example.com")
+    page.fill("#id_password", "A-brand-new-phrase-77")
+    page.click("button:text-is('Log in')")
+    expect(page.locator("header")).to_contain_text("Log out cy@example.com")
