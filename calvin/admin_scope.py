@@ -10,7 +10,7 @@ Every queryset, choice, autocomplete, inline, list filter, search and action goe
 from django.contrib import admin
 from django.contrib.admin.options import InlineModelAdmin
 from django.contrib.admin.utils import get_fields_from_path
-from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import BadRequest, FieldDoesNotExist
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
@@ -24,18 +24,24 @@ def is_platform_operator(request) -> bool:
     return bool(user and user.is_active and user.is_superuser)
 
 
-def admin_workspace_ids(request) -> list[int]:
-    """The workspaces the person owns or administers, computed once per request."""
-    if not hasattr(request, "_admin_workspace_ids"):
-        from calvin.workspaces.models import Member  # the AdminConfig imports this module before models load
+def administered_workspace_ids(user) -> list[int]:
+    """The workspaces a (logged-in, active) person owns or administers."""
+    from calvin.workspaces.models import Member  # the AdminConfig imports this module before models load
 
-        user = getattr(request, "user", None)
-        if user is None or not user.is_authenticated or not user.is_active:
-            request._admin_workspace_ids = []
-        else:
-            managers = Member.objects.filter(user_id=user.pk, role__in=[Member.Role.OWNER, Member.Role.ADMIN])
-            request._admin_workspace_ids = sorted(managers.values_list("workspace_id", flat=True))
-    return request._admin_workspace_ids
+    if user is None or not user.is_authenticated or not user.is_active:
+        return []
+    managers = Member.objects.filter(user_id=user.pk, role__in=[Member.Role.OWNER, Member.Role.ADMIN])
+    return sorted(managers.values_list("workspace_id", flat=True))
+
+
+def admin_workspace_ids(request) -> list[int]:
+    """The workspaces the person owns or administers, computed once per request (and person:
+    the login page asks before and after the person is known)."""
+    user = getattr(request, "user", None)
+    cached = getattr(request, "_admin_workspace_ids", None)
+    if cached is None or cached[0] != getattr(user, "pk", None):
+        request._admin_workspace_ids = (getattr(user, "pk", None), administered_workspace_ids(user))
+    return request._admin_workspace_ids[1]
 
 
 def workspace_path_of(model, admin_site) -> str | None:
@@ -85,7 +91,15 @@ class WorkspaceScopedAdmin:
     def get_queryset(self, request):
         return scoped(request, super().get_queryset(request), self.workspace_path)
 
+    def changelist_view(self, request, extra_context=None):
+        # PostgreSQL takes no NUL in a text value: a filter or search holding one would be a 500.
+        if any("\x00" in key or "\x00" in value for key, values in request.GET.lists() for value in values):
+            raise BadRequest("A list filter or search cannot hold a NUL character.")
+        return super().changelist_view(request, extra_context)
+
     def get_search_results(self, request, queryset, search_term):
+        if "\x00" in search_term:
+            raise BadRequest("A search cannot hold a NUL character.")  # the autocomplete's too
         queryset, may_have_duplicates = super().get_search_results(request, queryset, search_term)
         return scoped(request, queryset, self.workspace_path), may_have_duplicates
 

@@ -15,21 +15,20 @@ NO_WORKSPACE = (
 )
 
 
-def may_use_admin(request) -> bool:
-    from calvin.admin_scope import admin_workspace_ids, is_platform_operator
-
-    user = request.user
-    return user.is_active and (is_platform_operator(request) or bool(admin_workspace_ids(request)))
+def may_use_admin(user, workspace_ids: list[int]) -> bool:
+    """Active superusers, and anyone who owns or administers a workspace; the staff flag plays no part."""
+    return bool(user and user.is_active and (user.is_superuser or workspace_ids))
 
 
 class WorkspaceAdminLoginForm(AdminAuthenticationForm):
     """Django's admin login asks for is_staff; here the membership role decides."""
 
     def confirm_login_allowed(self, user):
+        from calvin.admin_scope import administered_workspace_ids
+
         if not user.is_active:
             raise ValidationError(self.error_messages["inactive"], code="inactive")
-        self.request.user = user  # what may_use_admin reads (the session is not logged in yet)
-        if not may_use_admin(self.request):
+        if not may_use_admin(user, administered_workspace_ids(user)):
             raise ValidationError(NO_WORKSPACE, code="no_workspace")
 
 
@@ -40,7 +39,9 @@ class CalvinAdminSite(admin.AdminSite):
     login_form = WorkspaceAdminLoginForm
 
     def has_permission(self, request):
-        return may_use_admin(request)
+        from calvin.admin_scope import admin_workspace_ids
+
+        return may_use_admin(getattr(request, "user", None), admin_workspace_ids(request))
 
     def login(self, request, extra_context=None):
         # A logged-in person with no workspace to administer is told so, not just "not authorised".

@@ -79,7 +79,8 @@ def test_revoke_action(admin_client, workspace):
     session = session_start(workspace=workspace, title="t")
     runner, _ = runner_start(session=session)
     admin_client.post(
-        reverse("admin:agent_sessions_runner_changelist"), {"action": "revoke", "_selected_action": [runner.id]}
+        reverse("admin:agent_sessions_runner_changelist"),
+        {"action": "revoke", "_selected_action": [runner.id], "confirmed": "yes"},
     )
     runner.refresh_from_db()
     assert runner.revoked_at is not None

@@ -191,7 +191,12 @@ def tenant_rows(owner, tag: str) -> dict:
 
 @pytest.fixture
 def world(django_user_model, vault):
-    """Acme's rows, and everything an Acme owner must not see: Globex's rows and the internal tables."""
+    return build_world(django_user_model)
+
+
+def build_world(django_user_model):
+    """Acme's rows, and everything an Acme owner must not see: Globex's rows and the internal tables
+    (the vault fixture gives the secrets a key)."""
     acme_owner = django_user_model.objects.create_user("acme-owner", password="pw-acme-123")
     globex_owner = django_user_model.objects.create_user(f"{GLOBEX}-owner", password="pw-globex-123")
     acme, globex = tenant_rows(acme_owner, ACME), tenant_rows(globex_owner, GLOBEX)
@@ -314,7 +319,8 @@ def scope_problems(client, person, model, model_admin, own: dict, hidden: dict) 
         request.user = person
         for action in model_admin.get_actions(request):
             selected = {"action": action, "_selected_action": sorted(hidden_pks), "index": 0}
-            response = client.post(url_of(model, "changelist"), {**selected, "post": "yes"})
+            # "post" confirms Django's delete_selected, "confirmed" the operator actions' pages.
+            response = client.post(url_of(model, "changelist"), {**selected, "post": "yes", "confirmed": "yes"})
             if response.status_code >= 500:
                 problems.append(f"{name}: action {action} answered {response.status_code}")
             if snapshot(hidden) != before:
