@@ -35,6 +35,7 @@ class OperatorAction:
     refusals: tuple = (OperatorRefused,)
     warning: str = ""  # said above the rows (what cannot be undone)
     noun: str = ""  # what a row is called in the messages; the model's verbose name by default
+    do_not_call_in_templates = True  # the confirmation page reads its description and verb
 
     def __call__(self, modeladmin, request, queryset):
         rows = list(queryset)

@@ -123,7 +123,10 @@ def _rows_of(value) -> list[dict]:
             for name, spec in value.items()
             if isinstance(spec, dict)
         ]
-    return list(value or [])
+    # What was posted, less its blank rows (blank ones are offered again below).
+    return [
+        row for row in value or [] if any(str(row.get(key, "")).strip() for key in ("name", "command", "args", "env"))
+    ]
 
 
 class McpServersWidget(forms.Widget):
@@ -174,7 +177,7 @@ class McpServersWidget(forms.Widget):
         return format_html(
             '<input type="hidden" name="{}-count" value="{}">'
             '<table class="mcp-servers" id="id_{}"><thead><tr><th>name</th><th>command</th>'
-            "<th>arguments (one a line)</th><th>env (NAME=value a line; vault:NAME for a secret)</th>"
+            "<th>arguments, one a line</th><th>env: NAME=value a line (vault:NAME for a secret)</th>"
             "<th>delete</th></tr></thead><tbody>{}</tbody></table>",
             name,
             len(rows),
@@ -252,6 +255,9 @@ class AgentForm(forms.ModelForm):
         rows=3, help_text="For the command provider: the program and its arguments, one a line (never a shell line)."
     )
     mcp_servers = McpServersField(help_text="Started for each of its sessions, as add_mcp_server would add them.")
+
+    class Media:
+        css = {"all": ["workspaces/agent-form.css"]}  # a stylesheet: the CSP allows no inline styles
 
     class Meta:
         model = Agent

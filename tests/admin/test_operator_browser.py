@@ -1,0 +1,108 @@
+"""In real Chromium through uvicorn: a workspace admin (neither staff nor a superuser) logs into
+/admin/, approves a pending approval through its confirmation page, stops a running session
+the same way, and opens an agent's form with its real widgets. Screenshots of each page go to
+var/<test name>/screenshots/h5-*.png."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from approvals.models import PendingApproval
+from calvin.workspaces.models import Member
+from calvin.workspaces.services import agent_create
+from sessions.models import Turn
+from sessions.scheduling import turns_claim
+from tests.admin.conftest import approval_in, live_host, session_in
+from tests.dashboard.conftest import browser, page  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHOTS = Path(os.environ.get("CALVIN_VAR_DIR", "var")) / "screenshots"
+ADA_PASSWORD = "pw-ada-12345"
+
+
+@pytest.fixture
+def ada(workspace, django_user_model):
+    user = django_user_model.objects.create_user("ada", "ada@example.com", ADA_PASSWORD)
+    assert not user.is_staff and not user.is_superuser
+    return Member.objects.create(workspace=workspace, user=user, role=Member.Role.ADMIN)
+
+
+def run_action(tab, base: str, changelist: str, row_id: int, action: str) -> None:
+    tab.goto(f"{base}{changelist}")
+    tab.check(f"input.action-select[value='{row_id}']")
+    tab.select_option("select[name=action]", action)
+    tab.click("button[name=index]")
+    tab.wait_for_selector("#operator-plan")
+
+
+def shot(tab, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(SHOTS / f"h5-{name}.png"), full_page=True)
+
+
+def test_a_workspace_admin_approves_and_stops_from_the_admin(gateway, ada, workspace, other_workspace, page):  # noqa: F811
+    approval = approval_in(session_in(workspace, title="Release"))
+    approval_in(session_in(other_workspace, title="Globex"), summary="Globex plan")
+    running = session_in(workspace, prompt="build it", title="Build")
+    assert [t["session"] for t in turns_claim(host_id=live_host("box", workspace).id)] == [running.id]
+
+    page.goto(f"{gateway}/admin/login/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", ADA_PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{gateway}/admin/")
+
+    run_action(page, gateway, "/admin/approvals/pendingapproval/", approval.id, "approve_selected")
+    plan = page.inner_text("#operator-plan")
+    assert "approve install_packages: install apt: jq" in plan and "Globex" not in page.content()
+    assert PendingApproval.objects.get(id=approval.id).status == "pending"
+    shot(page, "confirm-approve")
+    page.click("input[type=submit][value^='Yes, approve 1 row']")
+    page.wait_for_selector("ul.messagelist")
+    assert f"Approval {approval.id}: Approved: install apt: jq. Applying it now." in page.inner_text("ul.messagelist")
+    approval.refresh_from_db()
+    assert approval.status == "approved" and approval.decided_by_id == ada.id and approval.decided_via == "admin"
+
+    run_action(page, gateway, "/admin/agent_sessions/session/", running.id, "stop")
+    assert "end its running agent's processes" in page.inner_text("#operator-plan")
+    shot(page, "confirm-stop")
+    page.click("input[type=submit][value^='Yes, stop 1 row']")
+    page.wait_for_selector("ul.messagelist")
+    assert f"Session {running.id}: stopping" in page.inner_text("ul.messagelist")
+    assert Turn.objects.get(session=running).error == "stopped by ada"
+
+
+def test_the_agent_form_in_chromium(gateway, ada, workspace, page):  # noqa: F811
+    agent = agent_create(
+        workspace=workspace,
+        name="builder",
+        apt_packages=["jq", "ripgrep"],
+        npm_packages=["typescript"],
+        mcp_servers={"search": {"command": "npx", "args": ["-y", "search-mcp"], "env": {"KEY": "vault:search_key"}}},
+    )
+    session_in(workspace, title="Release planning")
+    page.goto(f"{gateway}/admin/login/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", ADA_PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{gateway}/admin/")
+    page.goto(f"{gateway}/admin/workspaces/agent/{agent.id}/change/")
+    assert page.is_checked("input[name=tool_sets][value=calvin]")
+    assert page.input_value("textarea[name=apt_packages]") == "jq\nripgrep"
+    assert page.input_value("input[name='mcp_servers-0-name']") == "search"
+    shot(page, "agent-form")
+    page.fill("textarea[name=apt_packages]", "jq\nripgrep\nfd-find")
+    page.uncheck("input[name=tool_sets][value=nanoclaw]")
+    page.click("input[name=_continue]")
+    page.wait_for_selector("ul.messagelist")
+    agent.refresh_from_db()
+    assert agent.apt_packages == ["jq", "ripgrep", "fd-find"] and agent.tool_sets == ["calvin"]
+    assert agent.environment_version == 2
+    page.fill("input[name='mcp_servers-1-name']", "calvin")
+    page.fill("input[name='mcp_servers-1-command']", "evil")
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".errornote")
+    assert "reserved for Calvin" in page.inner_text(".field-mcp_servers")
+    shot(page, "agent-form-refused")
