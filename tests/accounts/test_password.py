@@ -227,6 +227,8 @@ def test_password_reset_links_use_calvin_public_url(client, ann, settings):
 def test_password_change(client, ann):
     assert client.get("/accounts/password_change/").url.startswith("/accounts/login/")
     log_in(client, "ann@example.com")
+    form_page = client.get("/accounts/password_change/").content.decode()
+    assert 'href="/accounts/password_change/" id="password-change"' in form_page  # the header's link
     other_session = Client()
     log_in(other_session, "ann@example.com")
     response = client.post(
