@@ -299,6 +299,9 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Calvin <calvin@localhost
 CALVIN_AUDIT_KEEP_DAYS = env.int("CALVIN_AUDIT_KEEP_DAYS", default=365)
 # How many workspaces one person may own (create); superusers are not limited.
 CALVIN_WORKSPACES_PER_PERSON = env.int("CALVIN_WORKSPACES_PER_PERSON", default=10)
+# How many invitations one workspace may make in 24 hours (each sends an email); resends of one
+# invitation are limited to one a minute.
+CALVIN_INVITATIONS_PER_DAY = env.int("CALVIN_INVITATIONS_PER_DAY", default=50)
 # The most a workspace's owners and admins may set each quota limit to (their plan), as JSON,
 # e.g. {"concurrent_sessions": 20, "turns_per_day": 5000}; a limit not named: the model's default.
 # Superusers set any value.

@@ -28,6 +28,8 @@ from calvin.audit.services import audit_record
 from calvin.workspaces.models import Member
 
 INVITATION_DAYS = 7
+# Each invitation and resend sends an email: a defined limit keeps the form from being a spam relay.
+RESEND_EVERY = timedelta(minutes=1)
 MAX_EMAIL = 254
 # What secrets.token_urlsafe(32) makes; anything else in a link is no token of ours.
 TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{20,100}")
@@ -159,6 +161,7 @@ def invitation_create(*, inviter: Member, email: str, role: str, base_url: str =
     existing = _open_invitations(workspace.id).select_for_update().filter(email=email).first()
     if existing is not None:
         return _resend(existing, actor=inviter, role=role, base_url=base_url)
+    _daily_limit_check(workspace)
     raw, digest = _new_token()
     now = timezone.now()
     try:
@@ -186,7 +189,24 @@ def invitation_create(*, inviter: Member, email: str, role: str, base_url: str =
     return InviteOutcome(invitation=invitation, status="invited", message=f"{email} is invited as {role}.")
 
 
+def _daily_limit_check(workspace) -> None:
+    limit = settings.CALVIN_INVITATIONS_PER_DAY
+    made = Invitation.objects.filter(workspace=workspace, created_at__gt=timezone.now() - timedelta(days=1)).count()
+    if made >= limit:
+        raise InvitationRefused(
+            f"{workspace.name} has made {made} invitations in the last 24 hours, the most a workspace may "
+            f"(CALVIN_INVITATIONS_PER_DAY={limit}); try again later.",
+            status=429,
+        )
+
+
 def _resend(invitation: Invitation, *, actor: Member, role: str, base_url: str) -> InviteOutcome:
+    if invitation.sent_at > timezone.now() - RESEND_EVERY:
+        raise InvitationRefused(
+            f"The invitation to {invitation.email} was sent less than a minute ago; "
+            "wait a moment before sending it again.",
+            status=429,
+        )
     before = {"role": invitation.role, "expires_at": invitation.expires_at}
     raw, digest = _new_token()
     now = timezone.now()

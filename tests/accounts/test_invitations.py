@@ -4,6 +4,7 @@ Two workspaces throughout: Acme's admins cannot touch Globex's invitations by th
 """
 
 import hashlib
+import re
 from datetime import timedelta
 
 import pytest
@@ -44,6 +45,11 @@ def as_(client):
 
 def invite(send, inviter, email="bob@example.com", role="member"):
     return send(invitation_create, inviter=inviter, email=email, role=role, base_url="http://testserver/")
+
+
+def sent_a_while_ago() -> None:
+    """Resends are limited to one a minute per invitation."""
+    Invitation.objects.update(sent_at=timezone.now() - timedelta(minutes=2))
 
 
 def post_invite(send, client, slug, email, role="member"):
@@ -145,6 +151,7 @@ def test_re_inviting_an_existing_member_changes_nothing_and_says_so(people, send
 def test_re_inviting_an_open_invitation_resends_it_and_the_old_link_dies(people, send, mailoutbox, client):
     first = invite(send, people.ada).invitation
     old_token = link_token(mailoutbox[0].body)
+    sent_a_while_ago()
     outcome = invite(send, people.ann, "BOB@example.com", "admin")
     assert outcome.status == "resent" and outcome.invitation.id == first.id
     assert Invitation.objects.count() == 1 and Invitation.objects.get().role == "admin"
@@ -189,7 +196,9 @@ def test_the_one_open_invitation_per_address_is_a_database_rule(people):
 
 def test_resend_gives_a_new_link_and_expiry_and_the_old_link_dies(people, send, as_, mailoutbox, client):
     invitation = invite(send, people.ada).invitation
-    Invitation.objects.filter(id=invitation.id).update(expires_at=timezone.now() - timedelta(days=1))
+    Invitation.objects.filter(id=invitation.id).update(
+        expires_at=timezone.now() - timedelta(days=1), sent_at=timezone.now() - timedelta(days=8)
+    )
     old_token = link_token(mailoutbox[0].body)
     assert client.get(f"/invite/{old_token}/").status_code == 410  # expired
     response = send(as_(people.ada).post, f"/w/acme/people/invitations/{invitation.id}/resend/")
@@ -205,6 +214,7 @@ def test_resend_gives_a_new_link_and_expiry_and_the_old_link_dies(people, send, 
 
 def test_an_admin_cannot_resend_an_owner_invitation(people, send, as_, mailoutbox):
     invitation = invite(send, people.ann, role="owner").invitation
+    sent_a_while_ago()
     response = send(as_(people.ada).post, f"/w/acme/people/invitations/{invitation.id}/resend/")
     assert response.status_code == 403 and "Only an owner" in response.content.decode()
     assert len(mailoutbox) == 1
@@ -227,6 +237,7 @@ def test_revoke_kills_the_link_and_is_recorded(people, send, as_, mailoutbox, cl
 
 def test_a_member_cannot_revoke_or_resend(people, send, as_, mailoutbox):
     invitation = invite(send, people.ada).invitation
+    sent_a_while_ago()
     client = as_(people.mo)
     assert client.post(f"/w/acme/people/invitations/{invitation.id}/revoke/").status_code == 403
     assert send(client.post, f"/w/acme/people/invitations/{invitation.id}/resend/").status_code == 403
@@ -421,3 +432,47 @@ def test_an_accepted_invitation_is_neither_revoked_nor_resent(people, bob_invite
         assert response.status_code == 409 and "already accepted" in response.content.decode()
     invitation.refresh_from_db()
     assert invitation.revoked_at is None and len(mailoutbox) == 1
+
+
+def test_resending_is_limited_to_once_a_minute(people, send, as_, mailoutbox):
+    invitation = invite(send, people.ada).invitation
+    response = send(as_(people.ada).post, f"/w/acme/people/invitations/{invitation.id}/resend/")
+    assert response.status_code == 429 and "less than a minute ago" in response.content.decode()
+    with pytest.raises(InvitationRefused, match="less than a minute ago"):
+        invite(send, people.ann)  # a re-invite is a resend too
+    assert len(mailoutbox) == 1
+    sent_a_while_ago()
+    assert send(as_(people.ada).post, f"/w/acme/people/invitations/{invitation.id}/resend/").status_code == 302
+    assert len(mailoutbox) == 2
+
+
+def test_a_workspace_makes_at_most_the_daily_number_of_invitations(people, send, mailoutbox, settings):
+    settings.CALVIN_INVITATIONS_PER_DAY = 2
+    invite(send, people.ada, "one@example.com")
+    invite(send, people.ada, "two@example.com")
+    with pytest.raises(InvitationRefused, match="CALVIN_INVITATIONS_PER_DAY=2") as refused:
+        invite(send, people.ann, "three@example.com")
+    assert refused.value.status == 429
+    invite(send, people.gil, "three@example.com")  # another workspace counts its own
+    Invitation.objects.filter(workspace=people.acme).update(created_at=timezone.now() - timedelta(days=1, seconds=1))
+    invite(send, people.ada, "three@example.com")
+    assert len(mailoutbox) == 4
+
+
+def test_an_invited_person_with_an_account_logs_in_and_comes_back_to_accept(people, bob_invited, django_user_model):
+    person(django_user_model, "bob@example.com")
+    client = Client()
+    page = client.get(f"/invite/{bob_invited}/").content.decode()
+    login = re.search(r'id="login" href="([^"]+)"', page).group(1).replace("&amp;", "&")
+    response = client.post(login, {"username": "bob@example.com", "password": people_fixtures.PASSWORD})
+    assert response.status_code == 302 and response["Location"] == f"/invite/{bob_invited}/"
+    assert client.post(response["Location"]).status_code == 302
+    assert Member.objects.get(user__username="bob@example.com").role == "admin"
+
+
+def test_someone_else_logs_out_from_the_page_and_comes_back_to_it(people, bob_invited, django_user_model):
+    client = Client()
+    client.force_login(person(django_user_model, "carol@example.com"))
+    response = client.post("/accounts/logout/", {"next": f"/invite/{bob_invited}/"})
+    assert response.status_code == 302 and response["Location"] == f"/invite/{bob_invited}/"
+    assert 'id="signup"' in client.get(response["Location"]).content.decode()
