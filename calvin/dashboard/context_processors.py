@@ -2,6 +2,7 @@
 
 from django.utils.functional import SimpleLazyObject
 
+from calvin.admin_site import may_use_admin
 from calvin.dashboard.selectors import memberships_of
 
 
@@ -25,4 +26,6 @@ def workspaces(request):
     return {
         "my_memberships": memberships,
         "current_member": SimpleLazyObject(lambda: _current_member(request, memberships)),
+        # The admin's own rule (calvin.admin_site): superusers, and owners and admins of a workspace.
+        "may_use_admin": lambda: may_use_admin(user, [m.workspace_id for m in memberships if m.is_admin]),
     }

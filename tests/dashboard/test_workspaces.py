@@ -298,3 +298,14 @@ def test_a_page_of_a_workspace_names_it_in_the_header_even_when_its_view_did_not
     assert current("acme").workspace.name == "Acme"
     workspace_create(name="Umbrella", slug="umbrella")
     assert not current("umbrella")  # not theirs: nothing named
+
+
+def test_the_admin_link_shows_for_those_the_admin_lets_in(client, owner_member, plain_member, django_user_model):
+    for user, shown in (
+        (owner_member.user, True),
+        (plain_member.user, False),
+        (django_user_model.objects.create_user("staff-only", is_staff=True), False),  # the flag plays no part
+        (django_user_model.objects.create_superuser("root", password="pw-root-123"), True),
+    ):
+        client.force_login(user)
+        assert ('id="admin-link"' in client.get("/workspaces/new/").content.decode()) is shown, user
