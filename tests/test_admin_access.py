@@ -207,3 +207,21 @@ def test_an_action_without_the_csrf_token_is_refused(world):
     )
     assert response.status_code == 403
     assert Session.objects.filter(pk=session.pk).values().get() == before
+
+
+def test_a_tenant_changes_no_role_in_the_admin(client, world):
+    """Roles change on the People page (its rules: the last owner, admins make no owners), never here:
+    neither the Member form nor the workspace's inline of members takes an edit from a tenant."""
+    member = next(m for m in world.acme[Member] if m.role == Member.Role.MEMBER)
+    client.force_login(world.acme_owner)
+    assert client.post(url_of(Member, "change", member.pk), {"role": "owner"}).status_code == 403
+    url = url_of(Workspace, "change", world.acme[Workspace][0].pk)
+    data = _change_form_data(client.get(url))
+    role_fields = [key for key, value in data.items() if key.endswith("-role") and value == Member.Role.MEMBER]
+    assert role_fields  # the plain member's row is in the inline: the edit is really tried
+    data.update({key: Member.Role.OWNER for key in role_fields})
+    response = client.post(url, data)
+    assert response.status_code == 302
+    member.refresh_from_db()
+    assert member.role == Member.Role.MEMBER
+    assert client.get(url_of(Member, "add")).status_code == 403
