@@ -4,17 +4,23 @@ from django.utils.functional import SimpleLazyObject
 
 from calvin.admin_site import may_use_admin
 from calvin.dashboard.selectors import memberships_of
+from sessions.models import Thread
 
 
 def _current_member(request, memberships):
     """The page's workspace: the one a view set (request.current_member, e.g. a thread's), else the
-    /w/<slug>/ of the URL when the person is a member there (so every /w/<slug>/ page names it)."""
+    one its URL names (/w/<slug>/, /workspaces/<id>/, /threads/<id>/...) when the person is a member there."""
     member = getattr(request, "current_member", None)
     if member is not None:
         return member
     match = getattr(request, "resolver_match", None)
-    slug = match.kwargs.get("slug") if match is not None else None
-    return next((m for m in memberships if m.workspace.slug == slug), None) if slug else None
+    kwargs = match.kwargs if match is not None else {}
+    if "slug" in kwargs:
+        return next((m for m in memberships if m.workspace.slug == kwargs["slug"]), None)
+    workspace_id = kwargs.get("workspace_id")
+    if workspace_id is None and "thread_id" in kwargs:
+        workspace_id = Thread.objects.filter(id=kwargs["thread_id"]).values_list("workspace_id", flat=True).first()
+    return next((m for m in memberships if m.workspace_id == workspace_id), None)
 
 
 def workspaces(request):

@@ -2,6 +2,8 @@
 limit, the audit row), `/` taking the person to the right one, each workspace's home and the
 header showing only that workspace's things, and a person of one workspace getting 404 on another's."""
 
+from types import SimpleNamespace
+
 import pytest
 from django.test import Client
 
@@ -285,8 +287,6 @@ def test_workspace_pages_need_a_login(client, workspace):
 def test_a_page_of_a_workspace_names_it_in_the_header_even_when_its_view_did_not(rf, in_both, owner_member):
     """/w/<slug>/ pages of others (people, ...) need not set request.current_member: the URL's slug
     names the workspace, when the person is a member there and only then."""
-    from types import SimpleNamespace
-
     from calvin.dashboard.context_processors import workspaces
 
     def current(slug):
@@ -298,6 +298,24 @@ def test_a_page_of_a_workspace_names_it_in_the_header_even_when_its_view_did_not
     assert current("acme").workspace.name == "Acme"
     workspace_create(name="Umbrella", slug="umbrella")
     assert not current("umbrella")  # not theirs: nothing named
+
+
+def test_pages_named_by_a_workspace_or_thread_id_name_their_workspace(owner_client, in_both, other_workspace, vault):
+    globex_thread = session_start(workspace=other_workspace, owner=in_both, prompt="Globex plan").thread_id
+    other_workspace_id = other_workspace.id
+    umbrella = workspace_create(name="Umbrella", slug="umbrella")
+    umbrella_thread = session_start(workspace=umbrella, prompt="Umbrella plan").thread_id
+    from calvin.dashboard.context_processors import workspaces
+
+    def current(**kwargs):
+        request = owner_client.get("/workspaces/new/").wsgi_request
+        request.resolver_match = SimpleNamespace(kwargs=kwargs)
+        return workspaces(request)["current_member"]
+
+    assert current(workspace_id=other_workspace_id).workspace.name == "Globex"
+    assert current(thread_id=globex_thread).workspace.name == "Globex"
+    assert not current(workspace_id=umbrella.id) and not current(thread_id=umbrella_thread)
+    assert not current(thread_id=999_999)
 
 
 def test_the_admin_link_shows_for_those_the_admin_lets_in(client, owner_member, plain_member, django_user_model):
