@@ -204,3 +204,12 @@ def test_a_person_demoted_since_the_page_loaded_is_refused(people, as_):
     with pytest.raises(PeopleRefused, match="Only owners and admins"):
         member_remove(actor=stale, member_id=people.mo.id)
     assert role_of(people.mo) == "member"
+
+
+@pytest.mark.parametrize("member_id", ["0", "99999999999999999999", "9223372036854775808"])
+def test_ids_out_of_range_are_not_found(people, as_, member_id):
+    client = as_(people.ann)
+    assert client.post(f"/w/acme/people/{member_id}/remove/").status_code == 404
+    assert client.post(f"/w/acme/people/{member_id}/role/", {"role": "admin"}).status_code == 404
+    assert client.post(f"/w/acme/people/invitations/{member_id}/revoke/").status_code == 404
+    assert client.post(f"/w/acme/people/invitations/{member_id}/resend/").status_code == 404
