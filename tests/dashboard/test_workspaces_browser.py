@@ -113,6 +113,8 @@ def test_the_create_page_refuses_a_look_alike_slug_then_creates(
     django_user_model.objects.create_user("newcomer", password="pw-newcomer-123")
     browser_login(page, gateway, "newcomer", "pw-newcomer-123")
     expect(page).to_have_url(f"{gateway}/workspaces/new/")
+    page.locator("#id_name").press_sequentially("Acme Platform 2")
+    expect(page.locator("#id_slug")).to_have_value("acme-platform-2")  # suggested from the name
     page.fill("#id_name", "Acme")
     page.fill("#id_slug", "асme")  # Cyrillic а and с
     page.click("button:text-is('Create')")
