@@ -144,6 +144,14 @@ def test_a_team_signs_up_invites_and_removes_a_colleague(gateway, pages, django_
     expect(ann.locator(f"tr[data-member='{bob_member.id}'] td[data-role]")).to_have_text("member")
     agent_says(thread.id, "Second draft is ready")
     expect(bob.locator("#messages")).to_contain_text("Second draft is ready")
+    # As a member Bob sees the people, not the forms.
+    bob.goto(f"{gateway}/w/acme/people/")
+    expect(bob.locator("#people")).to_contain_text("ann@acme.example")
+    expect(bob.locator("#invite")).to_have_count(0)
+    expect(bob.locator("#invitations")).to_have_count(0)
+    shot(bob, "people-member")
+    bob.goto(f"{gateway}/threads/{thread.id}/")
+    expect(bob.locator("#live-status")).to_have_attribute("data-state", "live")
 
     # Ann removes Bob: his thread page stops updating at once, his pages 404.
     ann.click(f"tr[data-member='{bob_member.id}'] summary:text-is('Remove…')")
