@@ -14,6 +14,7 @@ from django.urls import path
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import content_disposition_header
+from django.utils.safestring import mark_safe
 
 from calvin.admin_scope import ReadOnlyRecordAdmin
 from calvin.audit.export import CONTENT_TYPES, FORMATS, audit_export_chunks
@@ -23,6 +24,8 @@ SHOWN_VALUE = 200  # characters of a before or after value shown in the list
 
 
 def _shown(value) -> str:
+    if value is None:
+        return "(none)"
     text = value if isinstance(value, str) else json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
     return text if len(text) <= SHOWN_VALUE else text[: SHOWN_VALUE - 1] + "…"
 
@@ -35,17 +38,32 @@ async def _streamed(chunks):
         yield chunk
 
 
+class WorkspaceFilter(admin.RelatedOnlyFieldListFilter):
+    """The person's own workspaces; "no workspace" (platform events) only for superusers, who see those."""
+
+    def __init__(self, field, request, *args, **kwargs):
+        self.platform_operator = request.user.is_superuser
+        super().__init__(field, request, *args, **kwargs)
+
+    @property
+    def include_empty_choice(self):
+        return self.platform_operator and super().include_empty_choice
+
+    def has_output(self):
+        # Shown (and applied) with one workspace too: a typed id of another one then finds nothing.
+        return bool(self.lookup_choices)
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
     workspace_path = "workspace"  # events of no workspace (vault.rotate, ...): superusers only
 
-    list_display = ["at", "verb", "workspace", "actor_label", "actor_kind", "target_label", "via", "ip"]
-    list_display += ["changes_short"]
-    list_filter = ["verb", "actor_kind", "via", ("workspace", admin.RelatedOnlyFieldListFilter)]
+    list_display = ["at", "verb", "workspace", "actor", "target", "via", "changes_short"]
+    list_filter = ["verb", "actor_kind", "via", ("workspace", WorkspaceFilter)]
     date_hierarchy = "at"
     search_fields = ["actor_label", "target_label"]
-    fields = ["at", "verb", "workspace", "actor_kind", "actor_label", "actor_user", "target_type", "target_id"]
-    fields += ["target_label", "via", "ip", "changes_table"]
+    fields = ["at", "verb", "workspace", "actor_kind", "actor", "target_type", "target_id", "target"]
+    fields += ["via", "ip_address", "changes_table"]
     readonly_fields = fields
     actions = None  # no "delete selected": the retention sweep is the only thing that removes events
     list_per_page = 100
@@ -57,9 +75,22 @@ class AuditEventAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("workspace")
 
+    @admin.display(description="actor", ordering="actor_label")
+    def actor(self, obj):
+        return obj.actor_label or obj.actor_kind
+
+    @admin.display(description="target", ordering="target_label")
+    def target(self, obj):
+        return obj.target_label or "-"
+
+    @admin.display(description="IP address")
+    def ip_address(self, obj):
+        return obj.ip or "-"
+
     @admin.display(description="changes")
     def changes_short(self, obj):
-        return "; ".join(f"{field}: {_shown(b)} → {_shown(a)}" for field, (b, a) in obj.changes.items()) or "-"
+        pairs = ((field, _shown(b), _shown(a)) for field, (b, a) in obj.changes.items())
+        return format_html_join(mark_safe("<br>"), "{}: {} → {}", pairs) or "-"
 
     @admin.display(description="changes (before → after)")
     def changes_table(self, obj):

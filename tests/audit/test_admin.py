@@ -64,6 +64,7 @@ def test_a_plain_member_sees_no_audit_log(client, tenants, events):
 
 def test_superusers_see_every_event_the_systems_too(admin_client, events):
     assert listed(admin_client) == {e.id for e in events.values()}
+    assert listed(admin_client, workspace__isnull="True") == {events["system"].id}
 
 
 def test_nobody_adds_changes_or_deletes_superusers_included(admin_client, client, tenants, events):
@@ -88,6 +89,9 @@ def test_filters_offer_only_the_persons_workspaces_and_verbs(client, tenants, ev
     assert "member.role_change" in page
     titles = [spec.title for spec in response.context["cl"].filter_specs]
     assert titles == ["verb", "actor kind", "via", "workspace"]
+    changelist = response.context["cl"]
+    workspaces = [c["display"] for c in changelist.filter_specs[3].choices(changelist)]
+    assert workspaces == ["All", "Acme"]  # no "no workspace" choice: those events are the platform's
     assert listed(client, verb="session.stop") == {events["acme_stop"].id}
     assert listed(client, via="slack") == {events["acme_stop"].id}
     assert listed(client, workspace__id__exact=tenants["globex"].id) == set()
