@@ -89,7 +89,9 @@ class WorkspaceScopedAdmin:
         return self._in_scope(request, obj)
 
     def get_queryset(self, request):
-        return scoped(request, super().get_queryset(request), self.workspace_path)
+        queryset = scoped(request, super().get_queryset(request), self.workspace_path)
+        # Autocomplete pages through this queryset: an unordered one pages inconsistently.
+        return queryset if queryset.ordered else queryset.order_by("pk")
 
     def changelist_view(self, request, extra_context=None):
         # PostgreSQL takes no NUL in a text value: a filter or search holding one would be a 500.

@@ -43,6 +43,20 @@ class CalvinAdminSite(admin.AdminSite):
 
         return may_use_admin(getattr(request, "user", None), admin_workspace_ids(request))
 
+    def index(self, request, extra_context=None):
+        # The index says whose console it is: the workspaces this person runs here.
+        extra = {"subtitle": self.workspaces_shown(request), **(extra_context or {})}
+        return super().index(request, extra)
+
+    def workspaces_shown(self, request) -> str:
+        from calvin.admin_scope import admin_workspace_ids, is_platform_operator
+        from calvin.workspaces.models import Workspace
+
+        if is_platform_operator(request):
+            return "Every workspace (you are a superuser)"
+        names = Workspace.objects.filter(id__in=admin_workspace_ids(request)).order_by("name")
+        return "Workspaces you administer: " + ", ".join(names.values_list("name", flat=True))
+
     def login(self, request, extra_context=None):
         # A logged-in person with no workspace to administer is told so, not just "not authorised".
         refused = request.user.is_authenticated and not self.has_permission(request)

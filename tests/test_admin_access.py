@@ -11,8 +11,8 @@ from approvals.models import PendingApproval
 from calvin.admin_site import NO_WORKSPACE
 from calvin.audit.models import AuditEvent
 from calvin.chat.models import SlackEvent, SlackPost
-from calvin.workspaces.models import DailyUsage, Member, Repository, Workspace
-from sessions.models import Host, Message, Reaction, Runner, RunnerCount, Session, Turn
+from calvin.workspaces.models import DailyUsage, Destination, Member, Repository, Workspace
+from sessions.models import Host, Message, Reaction, Runner, RunnerCount, Session, Thread, Turn
 from tests.test_admin_scope import ACME, GLOBEX, build_world, pks, url_of
 from tools.models import CardChoice, Question, ToolCall
 
@@ -225,3 +225,26 @@ def test_a_tenant_changes_no_role_in_the_admin(client, world):
     member.refresh_from_db()
     assert member.role == Member.Role.MEMBER
     assert client.get(url_of(Member, "add")).status_code == 403
+
+
+def test_a_typed_raw_id_of_another_workspace_is_refused(client, world):
+    """DestinationAdmin's agent, thread and target agent are typed ids: each checked against the
+    person's own rows (the same choices a select would offer)."""
+    client.force_login(world.acme_owner)
+    acme_agent, globex = world.acme[Destination][0].agent, world.globex
+    for field, value in (
+        ("agent", globex[Destination][0].agent_id),
+        ("thread", globex[Thread][0].pk),
+        ("target_agent", globex[Destination][0].agent_id),
+    ):
+        data = {"name": "planted", "agent": acme_agent.pk, field: value}
+        response = client.post(url_of(Destination, "add"), data)
+        assert response.status_code == 200 and "Select a valid choice" in response.content.decode(), field
+    assert not Destination.objects.filter(name="planted").exists()
+
+
+def test_the_index_names_the_workspaces_shown(client, admin_client, world):
+    client.force_login(world.acme_owner)
+    page = client.get("/admin/").content.decode()
+    assert f"Workspaces you administer: {ACME} Corp" in page and GLOBEX not in page
+    assert "Every workspace" in admin_client.get("/admin/").content.decode()
