@@ -54,7 +54,8 @@ class OperatorAction:
             except self.refusals as refused:
                 modeladmin.message_user(request, f"{label}: {refused}; nothing changed.", messages.ERROR)
             else:
-                modeladmin.message_user(request, f"{label}: {text}", messages.SUCCESS)
+                ending = "" if text.endswith(".") else "."
+                modeladmin.message_user(request, f"{label}: {text}{ending}", messages.SUCCESS)
         missing = len(set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - {str(obj.pk) for obj in rows})
         if missing:
             modeladmin.message_user(

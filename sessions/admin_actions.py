@@ -29,7 +29,9 @@ def _stop_plan(session: Session) -> str:
 def _stop(request, session: Session) -> str:
     actor = _actor(request, session.workspace_id)
     member = actor if isinstance(actor, Member) else None
-    outcome = session_stop(session_id=session.id, member=member, via="admin")
+    # A superuser who is no member of the workspace is named in the thread by the phrase.
+    via = "admin" if member else f"the admin by {request.user.get_username()}"
+    outcome = session_stop(session_id=session.id, member=member, via=via)
     if outcome == "the agent is not running":
         raise OperatorRefused(outcome)
     return outcome

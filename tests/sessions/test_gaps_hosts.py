@@ -232,7 +232,9 @@ def test_a_running_turn_stopped_from_the_admin_says_who_stopped_it(workspace, ad
     say(session, "work")
     [turn] = turns_claim(host_id=host.id)
     response = admin_client.post(
-        "/admin/agent_sessions/session/", {"action": "stop", "_selected_action": [session.id]}, follow=True
+        "/admin/agent_sessions/session/",
+        {"action": "stop", "_selected_action": [session.id], "confirmed": "yes"},  # its confirmation page's POST
+        follow=True,
     )
     assert f"Session {session.id}: stopping." in response.content.decode()
     assert turn_finish(host_id=host.id, turn_id=turn["turn"], status="stopped")  # the host's report
