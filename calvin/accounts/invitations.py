@@ -87,7 +87,8 @@ def _new_token() -> tuple[str, str]:
 
 
 def invitation_link(*, raw_token: str, base_url: str) -> str:
-    """The absolute link of the email: CALVIN_PUBLIC_URL when set, else the request's own origin."""
+    """The absolute link of the email: CALVIN_PUBLIC_URL when set, else the request's own origin
+    (`base_url`, e.g. request.build_absolute_uri("/"))."""
     base = (settings.CALVIN_PUBLIC_URL or base_url).rstrip("/")
     return base + reverse("dashboard:invitation", kwargs={"token": raw_token})
 
@@ -147,7 +148,7 @@ def _open_invitations(workspace_id: int):
 
 
 @transaction.atomic
-def invitation_create(*, inviter: Member, email: str, role: str, base_url: str = "") -> InviteOutcome:
+def invitation_create(*, inviter: Member, email: str, role: str, base_url: str) -> InviteOutcome:
     """Invite an address with a role. An existing member: nothing changes. An open invitation to
     the address: it is resent (new link, new expiry; the role given now)."""
     inviter = _inviter_fresh(inviter)
@@ -247,7 +248,7 @@ def _managed(actor: Member, invitation_id: int) -> Invitation:
 
 
 @transaction.atomic
-def invitation_resend(*, actor: Member, invitation_id: int, base_url: str = "") -> InviteOutcome:
+def invitation_resend(*, actor: Member, invitation_id: int, base_url: str) -> InviteOutcome:
     """A new link and a new expiry; the old link stops working."""
     actor = _inviter_fresh(actor)
     invitation = _managed(actor, invitation_id)

@@ -132,3 +132,28 @@ def test_demoting_a_person_keeps_their_socket_open(people, gateway, settings):
             member_role_change(actor=people.ann, member_id=people.ada.id, role="member")
             assert_still_open(ws)
         assert ada.get(f"/threads/{session.thread_id}/").status_code == 200
+
+
+def test_two_admins_inviting_one_address_at_once_make_one_invitation(people, mailoutbox, monkeypatch):
+    from calvin.accounts import invitations
+    from calvin.accounts.models import Invitation
+
+    real = invitations._daily_limit_check
+
+    def checked_then_wait(workspace):
+        real(workspace)
+        time.sleep(0.4)  # both have looked for an open invitation and found none
+
+    monkeypatch.setattr(invitations, "_daily_limit_check", checked_then_wait)
+    results = at_once(
+        lambda: invitation_create(
+            inviter=people.ann, email="bob@example.com", role="member", base_url="http://testserver/"
+        ),
+        lambda: invitation_create(
+            inviter=people.ada, email="Bob@example.com", role="admin", base_url="http://testserver/"
+        ),
+    )
+    refused = [r for r in results if isinstance(r, InvitationRefused)]
+    assert len(refused) == 1 and "invited just now by someone else" in str(refused[0]), results
+    assert Invitation.objects.filter(workspace=people.acme).count() == 1
+    assert len(mailoutbox) == 1
