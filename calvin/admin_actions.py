@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
 from django.template.response import TemplateResponse
 
 from calvin.operators import OperatorRefused
@@ -38,7 +39,13 @@ class OperatorAction:
     do_not_call_in_templates = True  # the confirmation page reads its description and verb
 
     def __call__(self, modeladmin, request, queryset):
-        rows = list(queryset)
+        try:
+            rows = list(queryset)
+        except (ValueError, ValidationError):  # a selected id that is no id ("abc", a NUL): Django filters by it
+            modeladmin.message_user(
+                request, "The selection holds an id that is not one; nothing changed.", messages.ERROR
+            )
+            return None
         if request.POST.get(CONFIRMED) == "yes":
             return self._performed(modeladmin, request, rows)
         return self._confirmation(modeladmin, request, rows)

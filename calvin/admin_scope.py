@@ -10,7 +10,7 @@ Every queryset, choice, autocomplete, inline, list filter, search and action goe
 from django.contrib import admin
 from django.contrib.admin.options import InlineModelAdmin
 from django.contrib.admin.utils import get_fields_from_path
-from django.core.exceptions import BadRequest, FieldDoesNotExist
+from django.core.exceptions import BadRequest, FieldDoesNotExist, ValidationError
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
@@ -98,6 +98,21 @@ class WorkspaceScopedAdmin:
         if any("\x00" in key or "\x00" in value for key, values in request.GET.lists() for value in values):
             raise BadRequest("A list filter or search cannot hold a NUL character.")
         return super().changelist_view(request, extra_context)
+
+    def response_action(self, request, queryset):
+        """A selected id that is no id of this model ("abc", a NUL, too large) is refused with a
+        message, for every action: Django's own filter by it would be a 500."""
+        from django.contrib import messages
+        from django.contrib.admin import helpers
+
+        pk = self.model._meta.pk
+        try:
+            for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+                pk.run_validators(pk.to_python(value))
+        except ValidationError:
+            self.message_user(request, "The selection holds an id that is not one; nothing changed.", messages.ERROR)
+            return None
+        return super().response_action(request, queryset)
 
     def get_search_results(self, request, queryset, search_term):
         if "\x00" in search_term:

@@ -189,3 +189,24 @@ def test_revoke_a_runner_token_once_and_record_it(owner_client, workspace, other
     page = flat(act(owner_client, "runner", "revoke", [runner.id], confirmed=True))
     assert "it was revoked already; nothing changed." in page
     assert AuditEvent.objects.filter(verb="runner.token_revoke").count() == 1
+
+
+@pytest.mark.parametrize("bad", ["abc", "1\x00", "9" * 30, "-1.5"])
+def test_a_selection_of_ids_that_are_no_ids_changes_nothing_and_says_so(owner_client, workspace, bad):
+    approval = approval_in(session_in(workspace))
+    page = flat(act(owner_client, "approval", "approve_selected", [approval.id, bad], confirmed=True))
+    assert "The selection holds an id that is not one; nothing changed." in page
+    assert PendingApproval.objects.get(id=approval.id).status == S.PENDING
+
+
+def test_expire_now_is_refused_to_a_plain_member_and_to_another_workspaces_owner(
+    plain_member, stranger_member, workspace
+):
+    from approvals.services import ApprovalRefused, approval_expire_now
+
+    approval = approval_in(session_in(workspace))
+    for actor in (plain_member, stranger_member):
+        with pytest.raises(ApprovalRefused, match="only an owner or admin"):
+            approval_expire_now(approval_id=approval.id, actor=actor)
+    assert PendingApproval.objects.get(id=approval.id).status == S.PENDING
+    assert not AuditEvent.objects.filter(verb="approval.expire").exists()
