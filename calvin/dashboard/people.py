@@ -22,24 +22,25 @@ from calvin.accounts.invitations import (
 )
 from calvin.dashboard.selectors import member_for_slug
 from calvin.workspaces.models import Member
-from calvin.workspaces.people import MemberNotFound, PeopleRefused, member_leave, member_remove, member_role_change
-
-INVITE_ROLES = {
-    Member.Role.OWNER: [Member.Role.MEMBER, Member.Role.ADMIN, Member.Role.OWNER],
-    Member.Role.ADMIN: [Member.Role.MEMBER, Member.Role.ADMIN],
-}
+from calvin.workspaces.people import (
+    MemberNotFound,
+    PeopleRefused,
+    member_leave,
+    member_remove,
+    member_role_change,
+    people_of,
+    roles_grantable_by,
+)
 
 
 def _page(request, member: Member, *, status: int = 200, problem: str = "", email: str = "", role: str = ""):
     workspace = member.workspace
-    people = Member.objects.filter(workspace=workspace).select_related("user").order_by("created_at", "id")
     context = {
         "workspace": workspace,
         "me": member,
-        "people": people,
+        "people": people_of(workspace.id),
         "invitations": open_invitations_of(workspace.id) if member.is_admin else [],
-        "invite_roles": INVITE_ROLES.get(member.role, []),
-        "role_choices": INVITE_ROLES.get(member.role, []),
+        "role_choices": roles_grantable_by(member),
         "problem": problem,
         "email": email,
         "role": role or Member.Role.MEMBER,

@@ -29,6 +29,20 @@ class MemberNotFound(PeopleRefused):
     """No such person in this workspace (another workspace's ids look the same: not found)."""
 
 
+def roles_grantable_by(member: Member) -> list[str]:
+    """The roles a person may give (in an invitation or a role change): the forms' choices."""
+    if member.role == Member.Role.OWNER:
+        return [Member.Role.MEMBER, Member.Role.ADMIN, Member.Role.OWNER]
+    if member.role == Member.Role.ADMIN:
+        return [Member.Role.MEMBER, Member.Role.ADMIN]
+    return []
+
+
+def people_of(workspace_id: int):
+    """A workspace's people, longest-standing first."""
+    return Member.objects.filter(workspace_id=workspace_id).select_related("user").order_by("created_at", "id")
+
+
 def _locked(*, workspace_id: int, member_ids: list[int]) -> tuple[dict[int, Member], int]:
     """The given members and every owner of the workspace, locked; and how many owners there are."""
     rows = list(
