@@ -120,7 +120,9 @@ def inviter_name(invitation: Invitation) -> str:
 
 def _inviter_fresh(inviter: Member) -> Member:
     """The inviter's membership as it is now (a role changed since the page loaded counts)."""
-    current = Member.objects.select_related("workspace", "user").filter(id=inviter.id).first()
+    current = (
+        Member.objects.select_for_update(of=("self",)).select_related("workspace", "user").filter(id=inviter.id).first()
+    )
     if current is None:
         raise InvitationRefused("You are no longer a member of this workspace.", status=403)
     if not current.is_admin:
@@ -161,6 +163,7 @@ def invitation_create(*, inviter: Member, email: str, role: str, base_url: str) 
         return InviteOutcome(invitation=None, status="already_member", message=message)
     existing = _open_invitations(workspace.id).select_for_update().filter(email=email).first()
     if existing is not None:
+        _role_allowed(inviter, existing.role)  # an admin does not rewrite an owner's invitation either
         return _resend(existing, actor=inviter, role=role, base_url=base_url)
     _daily_limit_check(workspace)
     raw, digest = _new_token()

@@ -212,12 +212,14 @@ def test_resend_gives_a_new_link_and_expiry_and_the_old_link_dies(people, send, 
     assert AuditEvent.objects.filter(verb="invitation.resend", workspace=people.acme).count() == 1
 
 
-def test_an_admin_cannot_resend_an_owner_invitation(people, send, as_, mailoutbox):
+def test_an_admin_cannot_resend_or_rewrite_an_owner_invitation(people, send, as_, mailoutbox):
     invitation = invite(send, people.ann, role="owner").invitation
     sent_a_while_ago()
     response = send(as_(people.ada).post, f"/w/acme/people/invitations/{invitation.id}/resend/")
     assert response.status_code == 403 and "Only an owner" in response.content.decode()
-    assert len(mailoutbox) == 1
+    response = post_invite(send, as_(people.ada), "acme", "bob@example.com", "member")  # a re-invite
+    assert response.status_code == 403 and "Only an owner" in response.content.decode()
+    assert Invitation.objects.get().role == "owner" and len(mailoutbox) == 1
 
 
 def test_revoke_kills_the_link_and_is_recorded(people, send, as_, mailoutbox, client):
