@@ -210,3 +210,14 @@ def test_expire_now_is_refused_to_a_plain_member_and_to_another_workspaces_owner
             approval_expire_now(approval_id=approval.id, actor=actor)
     assert PendingApproval.objects.get(id=approval.id).status == S.PENDING
     assert not AuditEvent.objects.filter(verb="approval.expire").exists()
+
+
+def test_the_sweeps_expiry_is_one_event_by_the_system(workspace):
+    from approvals.services import approvals_sweep
+
+    approval = approval_in(session_in(workspace), minutes=-1)
+    assert approvals_sweep(now=timezone.now())["expired"] == 1
+    event = AuditEvent.objects.get(verb="approval.expire")
+    assert (event.actor_kind, event.target_id) == ("system", str(approval.id))
+    assert approvals_sweep(now=timezone.now())["expired"] == 0
+    assert AuditEvent.objects.filter(verb="approval.expire").count() == 1
