@@ -327,3 +327,11 @@ def test_the_admin_link_shows_for_those_the_admin_lets_in(client, owner_member, 
     ):
         client.force_login(user)
         assert ('id="admin-link"' in client.get("/workspaces/new/").content.decode()) is shown, user
+
+
+@pytest.mark.parametrize("page", ["", "settings/", "people/"])
+def test_every_page_of_a_workspace_names_it_in_the_header(owner_client, in_both, page):
+    for slug, name in (("acme", "Acme"), ("globex", "Globex")):
+        response = owner_client.get(f"/w/{slug}/{page}")
+        assert response.status_code == 200, (slug, page)
+        assert f'<summary id="current-workspace">{name}</summary>' in response.content.decode(), (slug, page)
