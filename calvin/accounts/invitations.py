@@ -101,7 +101,8 @@ def _email_on_commit(invitation: Invitation, *, raw_token: str, base_url: str) -
         "link": invitation_link(raw_token=raw_token, base_url=base_url),
         "expires_at": invitation.expires_at,
     }
-    subject = render_to_string("accounts/invitation_email_subject.txt", context).strip()
+    # One line whatever the names hold: a line break in a subject is a header injection (BadHeaderError).
+    subject = " ".join(render_to_string("accounts/invitation_email_subject.txt", context).split())
     body = render_to_string("accounts/invitation_email.txt", context)
     email = invitation.email
     # Robust: a mail server that is down is logged; the invitation stands and can be resent.

@@ -478,3 +478,12 @@ def test_someone_else_logs_out_from_the_page_and_comes_back_to_it(people, bob_in
     response = client.post("/accounts/logout/", {"next": f"/invite/{bob_invited}/"})
     assert response.status_code == 302 and response["Location"] == f"/invite/{bob_invited}/"
     assert 'id="signup"' in client.get(response["Location"]).content.decode()
+
+
+def test_names_with_line_breaks_stay_out_of_the_email_headers(people, send, mailoutbox):
+    Member.objects.filter(id=people.ada.id).update(display_name="Ada\r\nBcc: victim@example.com")
+    invite(send, people.ada)
+    [email] = mailoutbox
+    assert "\n" not in email.subject and "\r" not in email.subject
+    assert email.bcc == [] and email.message()["Bcc"] is None
+    assert "Ada Bcc: victim@example.com" in email.subject  # kept as text, on one line
