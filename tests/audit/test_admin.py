@@ -136,3 +136,14 @@ def test_the_list_links_its_export_with_the_same_filters(client, tenants, events
     page = client.get(reverse(LIST), {"verb": "session.stop"}).content.decode()
     assert f'href="{reverse(EXPORT)}?verb=session.stop&amp;format=csv"' in page
     assert f'href="{reverse(EXPORT)}?verb=session.stop&amp;format=jsonl"' in page
+
+
+def test_export_asks_the_admins_view_permission_not_only_the_sites(client, tenants, events, monkeypatch):
+    """Should the site ever let in someone this admin does not show the log to, the export refuses them too."""
+    from django.contrib import admin
+
+    from calvin.audit.models import AuditEvent as Model
+
+    monkeypatch.setattr(type(admin.site._registry[Model]), "has_view_permission", lambda self, request, obj=None: False)
+    client.force_login(tenants["ann"])
+    assert client.get(reverse(EXPORT), {"format": "csv"}).status_code == 403
