@@ -248,3 +248,27 @@ def test_the_index_names_the_workspaces_shown(client, admin_client, world):
     page = client.get("/admin/").content.decode()
     assert f"Workspaces you administer: {ACME} Corp" in page and GLOBEX not in page
     assert "Every workspace" in admin_client.get("/admin/").content.decode()
+
+
+def test_a_superusers_member_edit_keeps_an_owner_and_is_audited(admin_client, world):
+    owner = next(m for m in world.acme[Member] if m.role == Member.Role.OWNER)
+    plain = next(m for m in world.acme[Member] if m.role == Member.Role.MEMBER)
+    change = url_of(Member, "change", owner.pk)
+    data = {"role": "member", "slack_user_id": "", "display_name": "", "user": owner.user_id}
+    refused = admin_client.post(change, data)
+    assert refused.status_code == 200 and "is the last owner" in refused.content.decode()
+    assert admin_client.get(url_of(Member, "delete", owner.pk)).status_code == 403
+    owner.refresh_from_db()
+    assert owner.role == Member.Role.OWNER
+    # With a second owner, the first may step down; the change is one audit row with before/after.
+    Member.objects.filter(pk=plain.pk).update(role=Member.Role.OWNER)
+    assert admin_client.post(change, data).status_code == 302
+    owner.refresh_from_db()
+    assert owner.role == Member.Role.MEMBER
+    event = AuditEvent.objects.get(verb="member.change", target_id=str(owner.pk))
+    assert event.changes == {"role": ["owner", "member"]} and event.workspace_id == owner.workspace_id
+    # The workspace's inline of people is only shown, to superusers too (no unaudited path).
+    page = admin_client.get(url_of(Workspace, "change", owner.workspace_id))
+    inlines = page.context["inline_admin_formsets"]
+    assert inlines and not any(i.has_add_permission or i.has_change_permission for i in inlines)
+    assert 'name="members-0-role"' not in page.content.decode()

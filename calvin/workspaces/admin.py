@@ -31,24 +31,66 @@ from calvin.workspaces.quotas import quotas_with_usage
 
 
 class MemberInline(WorkspaceScopedAdmin, admin.TabularInline):
-    """Read-only for tenants: roles change on the People page, under its rules (the last owner)."""
+    """The workspace's people, to look at (for superusers too): roles change on the People page or,
+    for a superuser, on the Member form, both under the last-owner rule and audited."""
 
     model = Member
     tenant_permissions = {"view"}
     extra = 0
-    autocomplete_fields = ["user"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class MemberAdminForm(forms.ModelForm):
+    class Meta:
+        model = Member
+        fields = ["workspace", "user", "role", "slack_user_id", "display_name"]
+
+    def clean(self):
+        """The People page's rule, for a superuser's edit too: a workspace keeps an owner."""
+        data = super().clean()
+        member = self.instance
+        if member.pk and member.role == Member.Role.OWNER and data.get("role") != Member.Role.OWNER:
+            others = Member.objects.filter(workspace_id=member.workspace_id, role=Member.Role.OWNER)
+            if not others.exclude(pk=member.pk).exists():
+                self.add_error(
+                    "role", f"{member} is the last owner of {member.workspace}: make someone else one first."
+                )
+        return data
 
 
 @admin.register(Member)
-class MemberAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+class MemberAdmin(AuditedChangesAdmin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """Tenants look here; they invite, change roles and remove people on the People page, whose
-    services (calvin/workspaces/people.py) keep the rules: the last owner stays, admins make no owners."""
+    services (calvin/workspaces/people.py) keep the rules: the last owner stays, admins make no owners.
+    A superuser's edit here keeps the last owner too, and is audited (member.create/change/delete)."""
 
     tenant_permissions = {"view"}
+    form = MemberAdminForm
+    audit_noun = "member"
     list_display = ["__str__", "workspace", "role", "user", "slack_user_id", "created_at"]
     list_filter = ["role", "workspace"]
     search_fields = ["display_name", "slack_user_id", "user__username", "user__email"]
     autocomplete_fields = ["user", "workspace"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A person stays in their workspace: moving the row would move an owner out of it.
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "workspace"] if obj else fields
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None and obj.role == Member.Role.OWNER:
+            owners = Member.objects.filter(workspace_id=obj.workspace_id, role=Member.Role.OWNER)
+            if not owners.exclude(pk=obj.pk).exists():
+                return False  # the last owner: the workspace would have nobody to run it
+        return super().has_delete_permission(request, obj)
 
 
 def _manages(request, workspace_id: int | None = None) -> bool:
@@ -307,4 +349,6 @@ class DestinationAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["name", "agent", "thread", "target_agent", "created_at"]
     list_filter = ["agent__workspace"]
     search_fields = ["name", "agent__name"]
-    raw_id_fields = ["agent", "thread", "target_agent"]
+    # Choosers searched by name or title (scoped like every autocomplete), never ids to type;
+    # Destination.clean keeps the thread or agent in the agent's own workspace.
+    autocomplete_fields = ["agent", "thread", "target_agent"]
