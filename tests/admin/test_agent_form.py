@@ -225,3 +225,29 @@ def test_a_person_who_runs_two_workspaces_chooses_only_among_the_agents_own(
     agent_create(workspace=other_workspace, name="globex-bot")
     page = flat(owner_client.get(change_url(agent)))
     assert "Globex secret plan" not in page and "globex-bot" not in page
+
+
+def test_the_inline_keeps_destination_rules(owner_client, agent, workspace):
+    ours = session_in(workspace, title="Ops")
+    data = posted(
+        agent,
+        **{"destinations-TOTAL_FORMS": "1", "destinations-0-name": "Thread", "destinations-0-thread": ours.thread_id},
+    )
+    page = flat(owner_client.post(change_url(agent), data))
+    assert "thread is reserved" in page
+    both = {
+        "destinations-0-thread": ours.thread_id,
+        "destinations-0-target_agent": agent_create(workspace=workspace, name="x").id,
+    }
+    page = flat(
+        owner_client.post(
+            change_url(agent), posted(agent, **{"destinations-TOTAL_FORMS": "1", "destinations-0-name": "out"} | both)
+        )
+    )
+    assert "choose either a thread or an agent" in page
+    assert not Destination.objects.filter(agent=agent).exists()
+
+
+def test_the_destination_list_chooses_by_search_not_by_typed_ids(owner_client, agent):
+    page = flat(owner_client.get("/admin/workspaces/destination/add/"))
+    assert 'class="admin-autocomplete' in page and "vForeignKeyRawIdAdminField" not in page
