@@ -46,8 +46,8 @@ class OperatorAction:
                 request, "The selection holds an id that is not one; nothing changed.", messages.ERROR
             )
             return None
-        if request.POST.get(CONFIRMED) == "yes":
-            return self._performed(modeladmin, request, rows)
+        if request.POST.get(CONFIRMED) == "yes" or not rows:
+            return self._performed(modeladmin, request, rows)  # nothing to ask about: says so
         return self._confirmation(modeladmin, request, rows)
 
     def _label(self, modeladmin, obj) -> str:

@@ -66,7 +66,8 @@ def test_deny_tells_the_agent(owner_client, workspace):
 def test_another_workspaces_approval_is_neither_listed_nor_decided(owner_client, other_workspace):
     theirs = approval_in(session_in(other_workspace), summary="Globex plan")
     page = flat(act(owner_client, "approval", "approve_selected", [theirs.id]))
-    assert "Globex plan" not in page
+    assert "Globex plan" not in page and "are you sure?" not in page  # nothing of theirs to confirm
+    assert "1 selected row(s) no longer exist or are not yours to change" in page
     page = flat(act(owner_client, "approval", "approve_selected", [theirs.id], confirmed=True))
     assert "1 selected row(s) no longer exist or are not yours to change; nothing changed for them." in page
     assert PendingApproval.objects.get(id=theirs.id).status == S.PENDING
