@@ -2,7 +2,7 @@
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import AnonymousUser, Permission
 from django.test import Client, RequestFactory
 from django.urls import reverse
 from django.utils.html import escape
@@ -74,12 +74,12 @@ def test_a_person_who_administers_no_workspace_is_told_so(client, django_user_mo
     assert escape(NO_WORKSPACE) in response.content.decode()
 
 
-def test_an_inactive_owner_or_anonymous_person_is_not_let_in(world):
-    world.acme_owner.is_active = False
-    world.acme_owner.save()
-    assert not admin.site.has_permission(request_as(world.acme_owner))
-    from django.contrib.auth.models import AnonymousUser
-
+def test_an_inactive_owner_or_superuser_or_anonymous_person_is_not_let_in(world, admin_user):
+    for person in (world.acme_owner, admin_user):
+        assert admin.site.has_permission(request_as(person))
+        person.is_active = False
+        person.save()
+        assert not admin.site.has_permission(request_as(person)), person
     assert not admin.site.has_permission(request_as(AnonymousUser()))
 
 
