@@ -190,6 +190,17 @@ def test_a_stop_writes_one_event_and_stopping_an_idle_session_none(tenants, sess
     assert AuditEvent.objects.count() == 1
 
 
+def test_stopping_a_running_turn_writes_one_event(tenants, session):
+    Turn.objects.create(session=session, status=Turn.Status.RUNNING, started_at=timezone.now())
+    Session.objects.filter(id=session.id).update(status=Session.Status.RUNNING)
+    outcome = session_stop(session_id=session.id, member=member(tenants, "ann"), via="web")
+    assert outcome == "stopped (its host could not be reached)"
+    event = only("session.stop")
+    assert (event.actor_label, event.changes) == ("ann", {"status": ["running", "stopping"]})
+    assert session_stop(session_id=session.id, member=member(tenants, "ann"), via="web") == "the agent is not running"
+    assert AuditEvent.objects.count() == 1
+
+
 def test_a_stop_from_the_admin_by_phrase_or_the_slack_command_names_its_channel(tenants, session):
     queued(session)
     session_stop(session_id=session.id, via="the admin by root")
