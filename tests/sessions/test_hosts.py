@@ -158,7 +158,7 @@ def test_a_host_token_revoked_in_the_admin_disconnects_the_host(hosts, admin_cli
     wait_connected(host)
     response = admin_client.post(
         "/admin/agent_sessions/host/",
-        {"action": "revoke", "_selected_action": [host.host.id]},
+        {"action": "revoke", "_selected_action": [host.host.id], "confirmed": "yes"},  # the confirmation's POST
     )
     assert response.status_code == 302
     assert host.process.wait(timeout=20) != 0
@@ -504,7 +504,9 @@ def test_stop_from_the_admin_ends_what_is_queued_and_says_so(workspace, admin_cl
     session = new_session(workspace)
     say(session, "never run")
     response = admin_client.post(
-        "/admin/agent_sessions/session/", {"action": "stop", "_selected_action": [session.id]}, follow=True
+        "/admin/agent_sessions/session/",
+        {"action": "stop", "_selected_action": [session.id], "confirmed": "yes"},  # the confirmation's POST
+        follow=True,
     )
     assert "stopped before the agent started" in response.content.decode()
     assert Turn.objects.get(session=session).status == Turn.Status.STOPPED
