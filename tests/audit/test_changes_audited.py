@@ -179,6 +179,13 @@ def test_an_install_and_its_uninstall_one_event_each_never_the_token(tenants, va
     ]
 
 
+def test_an_install_made_from_the_environment_is_the_systems(tenants, vault):
+    with audit_origin(via="web", ip="192.0.2.9"):  # made on first use, inside whatever request needed it
+        install(tenants["acme"], "T0ACME", from_environment=True)
+    (event,) = events()
+    assert (event.verb, event.actor_kind, event.via) == ("slack.install", "system", "system")
+
+
 def test_slacks_own_uninstall_event_is_the_systems_from_slack(tenants, vault):
     install(tenants["acme"], "T0ACME")
     AuditEvent.objects.all().delete()
