@@ -71,6 +71,8 @@ def test_an_empty_csv_still_has_its_header(tenants):
         (["--workspace", "acme", "--since", "20260401"], "YYYY-MM-DD"),
         (["--workspace", "acme", "--until", "2026-02-30"], "YYYY-MM-DD"),
         (["--workspace", "acme", "--since", "2026-05-01", "--until", "2026-04-01"], "before --since"),
+        (["--workspace", "acme", "--output", "/nonexistent-dir/acme.csv"], "cannot write"),
+        (["--workspace", "a" * 5000], "no workspace"),
     ],
 )
 def test_bad_arguments_are_refused_clearly(tenants, args, problem):
