@@ -36,6 +36,7 @@ class OperatorAction:
     refusals: tuple = (OperatorRefused,)
     warning: str = ""  # said above the rows (what cannot be undone)
     noun: str = ""  # what a row is called in the messages; the model's verbose name by default
+    shown_once: bool = False  # outcomes hold a secret shown once (a new token): a page of their own
     do_not_call_in_templates = True  # the confirmation page reads its description and verb
 
     def __call__(self, modeladmin, request, queryset):
@@ -53,24 +54,44 @@ class OperatorAction:
     def _label(self, modeladmin, obj) -> str:
         return f"{self.noun or modeladmin.opts.verbose_name.capitalize()} {obj.pk}"
 
-    def _performed(self, modeladmin, request, rows) -> None:
+    def _performed(self, modeladmin, request, rows):
+        outcomes = []  # (level, text) per row, then the rows not found
         for obj in rows:
             label = self._label(modeladmin, obj)
             try:
                 text = self.perform(request, obj)
             except self.refusals as refused:
-                modeladmin.message_user(request, f"{label}: {refused}; nothing changed.", messages.ERROR)
+                outcomes.append((messages.ERROR, f"{label}: {refused}; nothing changed."))
             else:
                 ending = "" if text.endswith(".") else "."
-                modeladmin.message_user(request, f"{label}: {text}{ending}", messages.SUCCESS)
+                outcomes.append((messages.SUCCESS, f"{label}: {text}{ending}"))
         missing = len(set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)) - {str(obj.pk) for obj in rows})
         if missing:
-            modeladmin.message_user(
-                request,
-                f"{missing} selected row(s) no longer exist or are not yours to change; nothing changed for them.",
-                messages.WARNING,
+            outcomes.append(
+                (
+                    messages.WARNING,
+                    f"{missing} selected row(s) no longer exist or are not yours to change; nothing changed for them.",
+                )
             )
+        if self.shown_once and any(level == messages.SUCCESS for level, _ in outcomes):
+            return self._shown_once(modeladmin, request, outcomes)
+        for level, text in outcomes:
+            modeladmin.message_user(request, text, level)
         return None
+
+    def _shown_once(self, modeladmin, request, outcomes) -> TemplateResponse:
+        """Outcomes holding something shown once (a new token): on this page only, never kept in
+        the messages' cookie or session, never cached."""
+        context = {
+            **modeladmin.admin_site.each_context(request),
+            "title": f"{self.description}: done",
+            "opts": modeladmin.opts,
+            "action": self,
+            "outcomes": [(text, level == messages.SUCCESS) for level, text in outcomes],
+        }
+        response = TemplateResponse(request, "admin/action_done.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
 
     def _confirmation(self, modeladmin, request, rows) -> TemplateResponse:
         opts = modeladmin.opts
@@ -91,7 +112,16 @@ class OperatorAction:
 
 
 def operator_action(
-    *, name: str, description: str, verb: str, plan, perform, refusals=(OperatorRefused,), warning="", noun=""
+    *,
+    name: str,
+    description: str,
+    verb: str,
+    plan,
+    perform,
+    refusals=(OperatorRefused,),
+    warning="",
+    noun="",
+    shown_once=False,
 ):
     """An OperatorAction as Django's admin takes it (a callable with a name and a description)."""
     action = OperatorAction(
@@ -103,6 +133,7 @@ def operator_action(
         refusals=refusals,
         warning=warning,
         noun=noun,
+        shown_once=shown_once,
     )
 
     def run(modeladmin, request, queryset):

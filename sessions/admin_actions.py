@@ -84,6 +84,7 @@ reset_host_tokens = operator_action(
     ),
     perform=_host_reset,
     warning="Each new token is shown once, on the page after you confirm: copy it there.",
+    shown_once=True,  # the tokens never go through the messages' cookie
 )
 
 

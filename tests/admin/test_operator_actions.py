@@ -170,9 +170,13 @@ def test_reset_a_host_token_shows_it_once_and_records_only_hints(owner_client, w
     page = flat(act(owner_client, "host", "reset_token", [host.id]))
     assert "the new token is shown once" in page
     assert Host.objects.get(id=host.id).token_hint == old_hint
-    page = flat(act(owner_client, "host", "reset_token", [host.id], confirmed=True))
+    response = act(owner_client, "host", "reset_token", [host.id], confirmed=True)
+    assert not response.redirect_chain and "no-store" in response["Cache-Control"]  # a page of its own
+    page = flat(response)
     host.refresh_from_db()
     assert host.token_hint != old_hint and f"new token for ours, shown this once: {host.token_hint}" in page
+    assert host.token_hint not in str(owner_client.cookies)  # never kept for a later page
+    assert host.token_hint not in flat(owner_client.get(CHANGELISTS["host"]))
     event = AuditEvent.objects.get(verb="host.token_reset")
     assert event.changes == {"token_hint": [old_hint, host.token_hint]}
     assert "token" not in {key.lower() for key in event.changes}
