@@ -35,6 +35,8 @@ from tools.models import CardChoice, Question, ToolCall
 pytestmark = pytest.mark.django_db
 
 ACME, GLOBEX = "Acmezq", "Globexzq"  # markers: no page an Acme owner sees may hold "Globexzq"
+# Free-text values (tool names, emoji, kinds) hold the markers too: a filter listing every tenant's
+# values (AllValuesFieldListFilter over the whole table) would name Globex's.
 
 
 def _digest() -> str:
@@ -69,7 +71,7 @@ def _runner(ws, tag, made):
 
 def _tool_call(ws, tag, made):
     return ToolCall.objects.create(
-        session=made[Session], runner=made[Runner], tool="install_packages", error=f"{tag} error"
+        session=made[Session], runner=made[Runner], tool=f"{tag}-install", error=f"{tag} error"
     )
 
 
@@ -88,7 +90,7 @@ def _approval(ws, tag, made):
     return PendingApproval.objects.create(
         session=made[Session],
         tool_call=made[ToolCall],
-        kind="install_packages",
+        kind=f"{tag}-install",
         summary=f"{tag} approval",
         expires_at=timezone.now() + timedelta(hours=1),
     )
@@ -119,7 +121,7 @@ TENANT_FACTORIES = {
     ),
     Session: _session,
     Runner: _runner,
-    RunnerCount: lambda ws, tag, made: RunnerCount.objects.create(runner=made[Runner], tool="post_card", used=1),
+    RunnerCount: lambda ws, tag, made: RunnerCount.objects.create(runner=made[Runner], tool=f"{tag}-card", used=1),
     Message: lambda ws, tag, made: Message.objects.create(
         thread=made[Thread], author="person", member=made[Member], text=f"{tag} hello"
     ),
@@ -127,7 +129,7 @@ TENANT_FACTORIES = {
         session=made[Session], prompt=made[Message], runner=made[Runner], host=made[Host]
     ),
     Reaction: lambda ws, tag, made: Reaction.objects.create(
-        message=made[Message], emoji="thumbs_up", member=made[Member]
+        message=made[Message], emoji=f"{tag}_up", member=made[Member]
     ),
     CardChoice: lambda ws, tag, made: CardChoice.objects.create(
         message=made[Message], member=made[Member], action_index=0
