@@ -74,7 +74,6 @@ class HostAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
             host_delete(host_id=host_id, actor=request.user)
 
 
-
 @admin.register(Thread)
 class ThreadAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["__str__", "workspace", "channel_kind", "channel_id", "thread_ts", "started_by", "created_at"]
