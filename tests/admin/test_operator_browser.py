@@ -106,3 +106,51 @@ def test_the_agent_form_in_chromium(gateway, ada, workspace, page):  # noqa: F81
     page.wait_for_selector(".errornote")
     assert "reserved for Calvin" in page.inner_text(".field-mcp_servers")
     shot(page, "agent-form-refused")
+
+
+def test_a_new_host_token_page_and_the_vault_rotation_in_chromium(
+    gateway,
+    ada,
+    workspace,
+    settings,
+    django_user_model,
+    page,  # noqa: F811
+):
+    from secrets_vault.crypto import new_key, vault_keys
+    from secrets_vault.models import Secret
+    from secrets_vault.services import secret_set_for_workspace
+
+    host = live_host("box", workspace)
+    page.goto(f"{gateway}/admin/login/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", ADA_PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{gateway}/admin/")
+    run_action(page, gateway, "/admin/agent_sessions/host/", host.id, "reset_token")
+    page.click("input[type=submit][value^='Yes, replace the token of 1 row']")
+    page.wait_for_selector("#operator-outcomes")
+    host.refresh_from_db()
+    assert f"shown this once: {host.token_hint}" in page.inner_text("#operator-outcomes")
+    shot(page, "host-token-shown-once")
+    page.goto(f"{gateway}/admin/agent_sessions/host/")
+    assert host.token_hint not in page.content()
+
+    # The vault key: a superuser's page (the live server reads the same settings object).
+    old = settings.SP_STORE_KEY[0]
+    secret_set_for_workspace(workspace_id=workspace.id, name="API_TOKEN", value="s3cr3t-value-123")
+    settings.SP_STORE_KEY = [new_key(), old]
+    django_user_model.objects.create_superuser("root", "root@example.com", "pw-root-12345")
+    page.context.clear_cookies()  # log out: a new person in the same browser
+    page.goto(f"{gateway}/admin/login/")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "pw-root-12345")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{gateway}/admin/")
+    page.goto(f"{gateway}/admin/secrets_vault/secret/")
+    page.click("text=Rotate the vault key")
+    page.wait_for_selector("#vault-counts")
+    shot(page, "vault-rotate")
+    page.click("input[type=submit][value^='Yes, re-encrypt']")
+    page.wait_for_selector("ul.messagelist")
+    assert "Vault key rotated: 1 secret(s)" in page.inner_text("ul.messagelist")
+    assert set(Secret.objects.values_list("key_id", flat=True)) == {vault_keys()[0].key_id}
