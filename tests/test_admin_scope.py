@@ -394,6 +394,15 @@ def test_a_modeladmin_registered_without_scoping_is_caught(client, world, settin
         def has_view_permission(self, request, obj=None):
             return True
 
+        def has_add_permission(self, request):
+            return True
+
+        def has_change_permission(self, request, obj=None):
+            return True  # editable: its forms have fields whose choices are checked
+
+        def has_delete_permission(self, request, obj=None):
+            return True  # so delete_selected is offered, and posted with Globex's ids
+
     scoped_admin = admin.site._registry[Repository]
     admin.site._registry[Repository] = UnscopedRepositoryAdmin(Repository, admin.site)
     try:
@@ -413,3 +422,5 @@ def test_a_modeladmin_registered_without_scoping_is_caught(client, world, settin
     assert any("change list shows another tenant's rows" in p for p in problems), problems
     assert any("search for" in p for p in problems), problems
     assert any("change page of another tenant's row" in p for p in problems), problems
+    assert any("field workspace offers Workspace" in p for p in problems), problems
+    assert any("action delete_selected changed another tenant's rows" in p for p in problems), problems
