@@ -10,7 +10,6 @@ from django.shortcuts import get_object_or_404
 
 from calvin.workspaces.models import Member
 from sessions.models import Message, Thread
-from tools.models import ToolCall
 
 
 def memberships_of(user):
@@ -68,11 +67,3 @@ def member_for_slug(user, slug: str) -> Member:
 
 def member_in(user, workspace_id: int) -> Member | None:
     return Member.objects.filter(user=user, workspace_id=workspace_id).first()
-
-
-def recent_tool_calls_for(user, limit: int = 20):
-    return (
-        ToolCall.objects.filter(session__workspace__members__user=user)
-        .select_related("session__thread")
-        .order_by("-id")[:limit]
-    )
