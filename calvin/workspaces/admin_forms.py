@@ -10,6 +10,9 @@ tools follow (tools/services/agents.py), since what is saved here runs on a host
 Saving bumps environment_version when the packages changed, as an approved install does.
 """
 
+import hashlib
+import json
+
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html, format_html_join
@@ -242,6 +245,14 @@ def _env_parse(text: str) -> tuple[dict, list[str]]:
     return env, problems
 
 
+def agent_config_digest(agent: Agent) -> str:
+    """A digest of what the agent may change itself, as stored (empty for a new agent)."""
+    if agent.pk is None:
+        return ""
+    stored = Agent.objects.filter(pk=agent.pk).values("apt_packages", "npm_packages", "mcp_servers").first() or {}
+    return hashlib.sha256(json.dumps(stored, sort_keys=True).encode()).hexdigest()[:32]
+
+
 class AgentForm(forms.ModelForm):
     tool_sets = forms.MultipleChoiceField(
         choices=[(name, TOOL_SET_LABELS.get(name, name)) for name in TOOL_SETS],
@@ -255,6 +266,9 @@ class AgentForm(forms.ModelForm):
         rows=3, help_text="For the command provider: the program and its arguments, one a line (never a shell line)."
     )
     mcp_servers = McpServersField(help_text="Started for each of its sessions, as add_mcp_server would add them.")
+    # What the agent changes itself (approved installs, MCP servers) as this page showed it: a save
+    # from a page loaded before such a change is refused instead of silently undoing it.
+    loaded_config = forms.CharField(widget=forms.HiddenInput, required=False)
 
     class Media:
         css = {"all": ["workspaces/agent-form.css"]}  # a stylesheet: the CSP allows no inline styles
@@ -279,6 +293,16 @@ class AgentForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._packages_before = (list(self.instance.apt_packages or []), list(self.instance.npm_packages or []))
+        self.fields["loaded_config"].initial = agent_config_digest(self.instance)
+
+    def clean_loaded_config(self):
+        loaded = self.cleaned_data.get("loaded_config") or ""
+        if self.instance.pk and loaded != agent_config_digest(self.instance):
+            raise ValidationError(
+                "the agent's packages or MCP servers changed since this page was loaded (an approved request?): "
+                "reload the page and make your change again"
+            )
+        return loaded
 
     def clean_name(self):
         name = self.cleaned_data["name"]

@@ -6,7 +6,7 @@ packages change, and one audit event per save."""
 import pytest
 
 from calvin.audit.models import AuditEvent
-from calvin.workspaces.admin_forms import AgentForm
+from calvin.workspaces.admin_forms import AgentForm, agent_config_digest
 from calvin.workspaces.models import Agent, Destination, Member
 from calvin.workspaces.services import agent_create
 from tests.admin.conftest import flat, session_in
@@ -38,6 +38,7 @@ def posted(agent: Agent, **changes) -> dict:
         "apt_packages": "\n".join(agent.apt_packages),
         "npm_packages": "\n".join(agent.npm_packages),
         "mcp_servers-count": str(len(agent.mcp_servers)),
+        "loaded_config": agent_config_digest(agent),  # the page's hidden field, as it was loaded
         "destinations-TOTAL_FORMS": "0",
         "destinations-INITIAL_FORMS": "0",
         "destinations-MIN_NUM_FORMS": "0",
@@ -251,3 +252,13 @@ def test_the_inline_keeps_destination_rules(owner_client, agent, workspace):
 def test_the_destination_list_chooses_by_search_not_by_typed_ids(owner_client, agent):
     page = flat(owner_client.get("/admin/workspaces/destination/add/"))
     assert 'class="admin-autocomplete' in page and "vForeignKeyRawIdAdminField" not in page
+
+
+def test_a_page_loaded_before_an_approved_install_does_not_undo_it(owner_client, agent):
+    data = posted(agent, instructions="Be brief.")  # the page as loaded
+    Agent.objects.filter(id=agent.id).update(apt_packages=["jq", "ffmpeg"], environment_version=2)  # approved meanwhile
+    page = flat(owner_client.post(change_url(agent), data))
+    assert "changed since this page was loaded" in page
+    agent.refresh_from_db()
+    assert agent.apt_packages == ["jq", "ffmpeg"] and agent.instructions == ""
+    assert not AuditEvent.objects.filter(verb="agent.change").exists()
