@@ -320,7 +320,8 @@ class AgentForm(forms.ModelForm):
 
     def audit_changes(self) -> dict:
         """{field: (before, after)} of what this save changed, for the audit log: MCP servers by
-        their names only (an env value may be a credential someone pasted)."""
+        their names only, the command by its length (a value there may be a credential someone
+        pasted), long texts by their length."""
         changes = {}
         for field in self.changed_data:
             before = self.initial.get(field)
@@ -331,6 +332,8 @@ class AgentForm(forms.ModelForm):
                 before, after = before, getattr(after, "pk", after)
             elif field in ("instructions", "provider_script"):
                 before, after = f"{len(before or '')} characters", f"{len(after or '')} characters"
+            elif field == "provider_command":  # an argument may be a credential someone pasted
+                before, after = f"{len(before or [])} arguments", f"{len(after or [])} arguments"
             changes[field] = (before, after)
         return changes
 

@@ -262,3 +262,11 @@ def test_a_page_loaded_before_an_approved_install_does_not_undo_it(owner_client,
     agent.refresh_from_db()
     assert agent.apt_packages == ["jq", "ffmpeg"] and agent.instructions == ""
     assert not AuditEvent.objects.filter(verb="agent.change").exists()
+
+
+def test_the_audit_names_no_argument_nor_env_value(owner_client, agent):
+    data = posted(agent, provider_command="run\n--token=abc123secret", **{"mcp_servers-0-env": "KEY=plain-secret-9"})
+    assert owner_client.post(change_url(agent), data).status_code == 302
+    changes = AuditEvent.objects.get(verb="agent.change").changes
+    assert changes == {"provider_command": ["0 arguments", "2 arguments"], "mcp_servers": [["search"], ["search"]]}
+    assert "abc123secret" not in str(changes) and "plain-secret-9" not in str(changes)
