@@ -37,6 +37,12 @@ class MemberInline(WorkspaceScopedAdmin, admin.TabularInline):
     model = Member
     tenant_permissions = {"view"}
     extra = 0
+    # The login as text: a link would lead a tenant to the users' admin, which is superusers' only.
+    fields = readonly_fields = ["login", "role", "slack_user_id", "display_name", "created_at"]
+
+    @admin.display(description="login")
+    def login(self, obj):
+        return member_login(obj)
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -46,6 +52,10 @@ class MemberInline(WorkspaceScopedAdmin, admin.TabularInline):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+def member_login(member) -> str:
+    return member.user.get_username() if member.user_id else "-"
 
 
 class MemberAdminForm(forms.ModelForm):
@@ -83,7 +93,17 @@ class MemberAdmin(AuditedChangesAdmin, WorkspaceScopedAdmin, admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         # A person stays in their workspace: moving the row would move an owner out of it.
         fields = list(super().get_readonly_fields(request, obj))
-        return [*fields, "workspace"] if obj else fields
+        fields = [*fields, "workspace"] if obj else fields
+        return fields if is_platform_operator(request) else [*fields, "login"]
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        # A tenant sees the login as text: the users' admin it would link to is superusers' only.
+        return fields if is_platform_operator(request) else ["login" if f == "user" else f for f in fields]
+
+    @admin.display(description="login")
+    def login(self, obj):
+        return member_login(obj)
 
     def has_delete_permission(self, request, obj=None):
         if obj is not None and obj.role == Member.Role.OWNER:
