@@ -74,3 +74,21 @@ def test_the_delete_selected_action_writes_one_event_per_row(client, tenants):
     assert sorted(AuditEvent.objects.values_list("verb", "target_id")) == [
         ("repository.delete", str(i)) for i in sorted(ids)
     ]
+
+
+def test_a_host_made_and_deleted_in_the_admin_names_the_person(client, tenants):
+    from sessions.models import Host
+
+    client.force_login(tenants["ann"])
+    response = client.post(
+        reverse("admin:agent_sessions_host_add"), {"name": "box-ann", "workspace": tenants["acme"].id}
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    host = Host.objects.get(name="box-ann")
+    delete = reverse("admin:agent_sessions_host_delete", args=[host.id])
+    assert client.post(delete, {"post": "yes"}).status_code == 302
+    rows = AuditEvent.objects.order_by("id").values_list("verb", "workspace_id", "actor_label", "via", "target_id")
+    assert list(rows) == [
+        ("host.create", tenants["acme"].id, "ann", "admin", str(host.id)),
+        ("host.delete", tenants["acme"].id, "ann", "admin", str(host.id)),
+    ]
