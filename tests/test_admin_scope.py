@@ -23,6 +23,7 @@ from django.urls import clear_url_caches, include, path, reverse
 from django.utils import timezone
 
 from approvals.models import PendingApproval
+from calvin.accounts.models import Invitation
 from calvin.audit.models import AuditEvent
 from calvin.chat.models import SlackEvent, SlackInstallation, SlackLane, SlackPost
 from calvin.workspaces.models import Agent, DailyUsage, Destination, Member, Quota, Repository, Workspace
@@ -141,6 +142,14 @@ TENANT_FACTORIES = {
     SecretRequest: _secret_request,
     SlackInstallation: lambda ws, tag, made: SlackInstallation.objects.create(
         workspace=ws, team_id=f"T{tag}", team_name=f"{tag} team", bot_token_key_id="k", bot_token_sealed=b"sealed"
+    ),
+    Invitation: lambda ws, tag, made: Invitation.objects.create(
+        workspace=ws,
+        email=f"{tag.lower()}-invitee@example.com",
+        role="member",
+        invited_by=made[Member],
+        token_digest=_digest(),
+        expires_at=timezone.now() + timedelta(days=7),
     ),
     AuditEvent: lambda ws, tag, made: AuditEvent.objects.create(
         workspace=ws, verb="test.row", actor_label=f"{tag} actor", target_label=f"{tag} target"
