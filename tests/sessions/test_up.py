@@ -236,12 +236,38 @@ def test_embedded_up_into_a_log_file_leaves_no_password_there(tmp_path):
         )
         check_working_platform(base, log, tmp_path / "var", "a-long-passphrase")
         assert_block_is_last(output.text())
+        check_newcomer_signs_up(base, output)
         host = host_daemon_of(process.pid)
         assert host is not None, "up runs a local host daemon as its child"
     finally:
         stop(process)
     # SIGTERM to up stops its host daemon too.
     wait_for(lambda: not Path(f"/proc/{host}").exists(), timeout=20)
+
+
+def check_newcomer_signs_up(base: str, output) -> None:
+    """A newcomer follows the printout: signs up, reads the verification link in up's log (no
+    EMAIL_URL: the console backend), verifies, and creates a workspace of their own (SQLite)."""
+    assert f"Sign up:     {base}/accounts/signup/" in output.text()
+    with httpx2.Client(base_url=base, follow_redirects=True) as http:
+        page = http.get("/accounts/signup/")
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        form = {
+            "email": "New.Comer@example.com",
+            "password1": "a-long-passphrase-9",
+            "password2": "a-long-passphrase-9",
+        }
+        http.post("/accounts/signup/", data={**form, "csrfmiddlewaretoken": csrf})
+        wait_for(lambda: re.search(r"http://\S+/accounts/verify/\S+/", output.text()), timeout=20)
+        link = re.search(r"http://\S+/accounts/verify/\S+/", output.text()).group(0)
+        page = http.get(link)
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        created = http.post(link, data={"csrfmiddlewaretoken": csrf})
+        assert created.url.path == "/workspaces/new/", created.url
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', created.text).group(1)
+        home = http.post("/workspaces/new/", data={"name": "Newco", "slug": "newco", "csrfmiddlewaretoken": csrf})
+        assert home.url.path == "/w/newco/" and "Newco" in home.text
+        assert "Demo session" not in home.text  # the demo workspace is not theirs
 
 
 def host_daemon_of(parent: int) -> int | None:

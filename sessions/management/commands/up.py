@@ -164,6 +164,8 @@ class Command(BaseCommand):
                 f" mode {settings.CALVIN_MODE}).",
                 f"Dashboard:   {base}/",
                 admin,
+                f"Sign up:     {base}/accounts/signup/  (without EMAIL_URL, verification and invitation"
+                " emails are printed here, links included)",
                 f"Talk to an agent: {base}/threads/{talk.thread_id}/  (write a message; the demo agent is "
                 + ("Claude Code" if claude_code else "a script: log in to Claude Code here and restart for a real one")
                 + ")",
