@@ -63,7 +63,9 @@ def test_a_workspace_admin_approves_and_stops_from_the_admin(gateway, ada, works
     page.wait_for_selector("ul.messagelist")
     assert f"Approval {approval.id}: Approved: install apt: jq. Applying it now." in page.inner_text("ul.messagelist")
     approval.refresh_from_db()
-    assert approval.status == "approved" and approval.decided_by_id == ada.id and approval.decided_via == "admin"
+    # The worker may have applied it already: "approved" then "applied".
+    assert approval.status in ("approved", "applied"), approval.status
+    assert approval.decided_by_id == ada.id and approval.decided_via == "admin"
 
     run_action(page, gateway, "/admin/agent_sessions/session/", running.id, "stop")
     assert "end its running agent's processes" in page.inner_text("#operator-plan")

@@ -4,6 +4,7 @@ or when nothing changed; and none when the change rolls back after the audit cal
 from datetime import timedelta
 
 import pytest
+from celery.worker import state as worker_state
 from django.utils import timezone
 
 from approvals.models import PendingApproval
@@ -16,6 +17,7 @@ from calvin.workspaces.models import Member
 from sessions.models import Session, Turn
 from sessions.services import session_start
 from sessions.turns import session_stop
+from tests.conftest import wait_for
 from tools.models import Question, ToolCall
 from tools.services.questions import question_answer_pressed
 
@@ -40,7 +42,16 @@ def session(tenants):
 
 
 @pytest.fixture
-def approval(session):
+def worker_settles(celery_worker):
+    """Decisions enqueue their effects: the test's worker applies them before the tables are
+    truncated (a task still writing then deadlocks the flush and leaves rows for the next test)."""
+    yield
+    busy = ToolCall.objects.filter(status__in=[ToolCall.Status.PENDING, ToolCall.Status.APPLYING])
+    wait_for(lambda: not busy.exists() and not worker_state.active_requests, timeout=30)
+
+
+@pytest.fixture
+def approval(session, worker_settles):
     call = ToolCall.objects.create(
         session=session, tool="install_packages", arguments={"apt": ["jq"]}, status=ToolCall.Status.AWAITING_APPROVAL
     )

@@ -344,7 +344,8 @@ def test_a_post_left_sending_whose_message_is_in_slack_is_not_posted_again(agent
     post.refresh_from_db()
     assert (post.status, post.slack_ts) == ("sent", answer["ts"])
     assert len(standin.calls_of("chat.postMessage")) == 1
-    assert Message.objects.get(id=message.id).platform_ts == answer["ts"]
+    # The message's copy of the ts is written just after the post's own commit.
+    wait_for(lambda: Message.objects.get(id=message.id).platform_ts == answer["ts"])
 
 
 def test_a_file_left_sending_whose_upload_completed_is_not_uploaded_again(agent, standin):
