@@ -168,6 +168,18 @@ class WorkspaceScopedAdmin:
         except FieldDoesNotExist:
             return False
 
+    def get_deleted_objects(self, objs, request):
+        """Records go with the row that holds them (a workspace, session or agent deleted by
+        someone allowed to): a cascade is not an edit of a record, so the records' read-only
+        admins do not block it. Audit events outlive it (their workspace is set to none)."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        records = {
+            str(model._meta.verbose_name)
+            for model, model_admin in self.admin_site._registry.items()
+            if isinstance(model_admin, (ReadOnlyRecordAdmin, SuperuserOnlyRecordAdmin))
+        }
+        return deleted, counts, perms_needed - records, protected
+
     def has_module_permission(self, request):
         if is_platform_operator(request):
             return super().has_module_permission(request)

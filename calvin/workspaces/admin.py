@@ -165,6 +165,11 @@ class WorkspaceAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     def get_prepopulated_fields(self, request, obj=None):
         return super().get_prepopulated_fields(request, obj) if is_platform_operator(request) else {}
 
+    def get_deleted_objects(self, objs, request):
+        # Its people go with it: the last-owner rule guards a workspace that stays, not one deleted.
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, perms_needed - {str(Member._meta.verbose_name)}, protected
+
     def get_urls(self):
         views = [
             path("<int:workspace_id>/definition/export/", self.admin_site.admin_view(self.definition_export_view),
