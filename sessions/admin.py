@@ -1,4 +1,7 @@
-from django.contrib import admin, messages
+from types import SimpleNamespace
+
+from django.contrib import admin
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -59,12 +62,29 @@ class HostAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
             return super().save_model(request, obj, form, change)
         host, token = host_create(name=obj.name, workspace=obj.workspace, actor=request.user)
         obj.pk, obj.token_digest, obj.token_hint = host.pk, host.token_digest, host.token_hint
-        self.message_user(
-            request,
-            f"Host {host.name} made. Its token, shown this once: {token}  — start the host with "
-            f"CALVIN_HOST_TOKEN={token} python manage.py host --gateway <this gateway's URL>",
-            messages.WARNING,
-        )
+        request._new_host_token = token  # for response_add's page: never through Django's messages
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """The new token on a page of its own, uncached (messages would keep it in a cookie)."""
+        token = getattr(request, "_new_host_token", None)
+        if token is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Host {obj.name} made",
+            "opts": self.opts,
+            "action": SimpleNamespace(description=f"Add host {obj.name}"),
+            "outcomes": [
+                (
+                    f"Host {obj.name} made. Its token, shown this once: {token}  — start the host with "
+                    f"CALVIN_HOST_TOKEN={token} python manage.py host --gateway <this gateway's URL>",
+                    True,
+                )
+            ],
+        }
+        response = TemplateResponse(request, "admin/action_done.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
 
     def delete_model(self, request, obj):
         host_delete(host_id=obj.id, actor=request.user)  # its running turns run elsewhere, not left "running"

@@ -63,11 +63,14 @@ def test_a_host_made_in_the_admins_add_form_shows_its_token_once_and_it_connects
     response = admin_client.post(
         "/admin/agent_sessions/host/add/", {"name": "from-the-form", "workspace": workspace.id}, follow=True
     )
-    assert response.status_code == 200
+    assert response.status_code == 200 and response.redirect_chain == []  # its own page, not a notice
+    assert "no-store" in response["Cache-Control"]
     page = response.content.decode()
     tokens = set(re.findall(r"cvh_[A-Za-z0-9_\-]+", page))
     assert len(tokens) == 1, tokens
     token = tokens.pop()
+    # Never through Django's messages, whose cookie would carry it to the next page.
+    assert token not in str(admin_client.cookies.get("messages", ""))
     host = Host.objects.get(name="from-the-form")
     assert host.workspace_id == workspace.id and token not in (host.token_digest, "") and host.token_hint
     # Once: the host's page, and the list, never show it again.
