@@ -59,6 +59,17 @@ def free_port() -> int:
 
 
 @pytest.fixture(autouse=True)
+def _email_limits_forgotten():
+    """Sign-up and "send the link again" emails are limited per address and per client address
+    (127.0.0.1 for every test): each test starts with none counted. Only these keys: the cache
+    is shared Redis, never clear() it."""
+    client = cache._cache.get_client()
+    stale = list(client.scan_iter(match=cache.make_key("verify-resend:*")))
+    if stale:
+        client.delete(*stale)
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """PBKDF2's 1M rounds cost ~0.4 s per user and per login; no test here is about hashing."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

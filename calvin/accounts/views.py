@@ -34,6 +34,10 @@ def signup(request):
         return redirect(safe_next(request, request.GET.get("next")) or "dashboard:home")
     if request.method == "POST":
         form = SignupForm(request.POST)
+        if form.is_valid() and not account_email_allowed(
+            email=form.cleaned_data["email"], client_address=request.META.get("REMOTE_ADDR")
+        ):
+            form.add_error(None, "An email went to this address a moment ago, or many from here: wait, then try again.")
         if form.is_valid():
             account_signup(
                 request,

@@ -236,3 +236,15 @@ def test_a_concurrent_sign_up_of_the_same_address_makes_one_account(
     assert django_user_model.objects.count() == 1
     assert "already have an account" in last_email_to("ann@example.com").body
     assert not AuditEvent.objects.filter(verb="account.signup").exists()
+
+
+def test_sign_up_emails_are_rate_limited_the_same_for_taken_and_new_addresses(
+    client, django_capture_on_commit_callbacks, django_user_model
+):
+    django_user_model.objects.create_user("ann@example.com", email="ann@example.com", password="x")
+    for address in ("ann@example.com", "new@example.com"):
+        assert sign_up(client, django_capture_on_commit_callbacks, address).status_code == 302
+        again = sign_up(client, django_capture_on_commit_callbacks, address)
+        assert again.status_code == 200 and "wait, then try again" in again.content.decode()
+    assert sorted(m.to[0] for m in mail.outbox) == ["ann@example.com", "new@example.com"]
+    assert django_user_model.objects.count() == 2
