@@ -107,15 +107,7 @@ def member_remove(*, actor: Member, member_id: int) -> Member:
     # An owner removing another owner leaves at least themselves: no last-owner check is needed here.
     if target.role == Member.Role.OWNER and actor.role != Member.Role.OWNER:
         raise PeopleRefused("Only an owner can remove an owner.")
-    audit_record(
-        verb="member.remove",
-        workspace=target.workspace_id,
-        actor=actor,
-        target=target,
-        changes={"role": (target.role, None)},
-    )
-    target.delete()
-    return target
+    return _member_delete(target, verb="member.remove", actor=actor)
 
 
 @transaction.atomic
@@ -130,12 +122,12 @@ def member_leave(*, member: Member) -> Member:
 def _leave(member: Member, owners: int) -> Member:
     if member.role == Member.Role.OWNER and owners <= 1:
         raise PeopleRefused("You are the last owner: make someone else an owner before you leave.")
+    return _member_delete(member, verb="member.leave", actor=member)
+
+
+def _member_delete(member: Member, *, verb: str, actor: Member) -> Member:
     audit_record(
-        verb="member.leave",
-        workspace=member.workspace_id,
-        actor=member,
-        target=member,
-        changes={"role": (member.role, None)},
+        verb=verb, workspace=member.workspace_id, actor=actor, target=member, changes={"role": (member.role, None)}
     )
     member.delete()
     return member
