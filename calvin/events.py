@@ -1,0 +1,158 @@
+"""What happened, announced by the services that made it happen; the rest of Calvin subscribes.
+
+A service calls `announce(SomethingHappened(...))` inside its transaction. Subscribers come in
+two kinds:
+
+- recorders run at once, inside the announcing transaction (the live log writes its sequenced
+  row there, so an event exists exactly when the change it describes does);
+- reactions run once the transaction commits (a push to open pages, a chat card refreshed, a
+  task enqueued). A failing reaction is logged and never undoes or blocks the change.
+
+So a service never imports the apps that react to it (no service calls another app's Celery
+task): the arrows run one way, tools → approvals / secrets_vault → sessions → workspaces, and
+the shell (dashboard, chat, audit) subscribes from its AppConfig.ready().
+"""
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    workspace_id: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThreadEvent(Event):
+    thread_id: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessagePosted(ThreadEvent):
+    """A message was stored in a thread (`replace`: one already shown changed: edited, reacted to, decided)."""
+
+    message_id: int
+    replace: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionChanged(ThreadEvent):
+    """A session's state, host or settings changed (queued, running, idle, stopped, …)."""
+
+    session_id: int
+    status: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnChanged(ThreadEvent):
+    """A turn was queued, claimed by a host, or finished (`status` is the turn's new status)."""
+
+    session_id: int
+    turn_id: int
+    status: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentActivity(ThreadEvent):
+    """What the agent does right now, from the provider's stream (not recorded: it is gone by the next step)."""
+
+    session_id: int
+    kind: str
+    text: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallChanged(ThreadEvent):
+    """A tool call was recorded, or its effect applied or failed."""
+
+    session_id: int
+    tool_call_id: int
+    tool: str
+    status: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalChanged(ThreadEvent):
+    """An approval was asked for, or decided, applied, failed or expired."""
+
+    approval_id: int
+    status: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuestionChanged(ThreadEvent):
+    """An ask_user_question was asked or answered."""
+
+    question_id: int
+    status: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostChanged(Event):
+    """A host connected, disconnected, was revoked, or its load changed (workspace_id 0: a shared host)."""
+
+    host_id: int
+    state: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageRecorded(ThreadEvent):
+    """A finished turn's usage (tokens, cost, agent seconds) was recorded."""
+
+    session_id: int
+    turn_id: int
+    cost_usd: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+Subscriber = Callable[[Event], None]
+_recorders: dict[type, list[Subscriber]] = defaultdict(list)
+_reactions: dict[type, list[Subscriber]] = defaultdict(list)
+
+
+def _subscribe(table: dict, event_types: tuple[type, ...]):
+    def register(function: Subscriber) -> Subscriber:
+        for event_type in event_types:
+            if function not in table[event_type]:
+                table[event_type].append(function)
+        return function
+
+    return register
+
+
+def records(*event_types: type):
+    """Decorator: run inside the announcing transaction (may write; an error rolls the change back)."""
+    return _subscribe(_recorders, event_types)
+
+
+def reacts_to(*event_types: type):
+    """Decorator: run after the announcing transaction commits (an error is logged, nothing more)."""
+    return _subscribe(_reactions, event_types)
+
+
+def _matching(table: dict, event: Event) -> list[Subscriber]:
+    found = []
+    for event_type in type(event).__mro__:
+        found.extend(table.get(event_type, ()))
+    return found
+
+
+def _react(function: Subscriber, event: Event) -> None:
+    try:
+        function(event)
+    except Exception:
+        log.warning("%s failed on %s", function.__qualname__, type(event).__name__, exc_info=True)
+
+
+def announce(event: Event) -> None:
+    for recorder in _matching(_recorders, event):
+        recorder(event)
+    for reaction in _matching(_reactions, event):
+        transaction.on_commit(lambda reaction=reaction: _react(reaction, event))
