@@ -143,6 +143,14 @@ class Turn(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # What the turn used, as its provider reported it (Claude Code's stream-json `result`); a
+    # provider that reports nothing leaves the tokens at 0 and cost_usd empty: minutes only.
+    agent_seconds = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_creation_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["status", "created_at"])]
@@ -234,6 +242,7 @@ class Message(models.Model):
     file_title = models.CharField(max_length=200, blank=True, default="")
     file_alt_text = models.CharField(max_length=1000, blank=True, default="")
     content_type = models.CharField(max_length=100, blank=True, default="")
+    file_size = models.PositiveBigIntegerField(default=0, help_text="Bytes stored for the file (storage quota).")
     # The tool call this message is the effect of: at most one message per call.
     tool_call = models.OneToOneField(
         "tools.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="message"

@@ -182,6 +182,13 @@ class Quota(models.Model):
     agent_minutes_per_month = models.PositiveIntegerField(default=30_000)
     tool_calls_per_day = models.PositiveIntegerField(default=10_000)
     storage_mib = models.PositiveIntegerField(default=10_240)
+    # Empty: no cap. Spend is what providers report (Claude Code's total_cost_usd).
+    monthly_spend_cap_usd = models.DecimalField(
+        max_digits=10, decimal_places=2, null=True, blank=True, help_text="USD per UTC calendar month."
+    )
+    session_spend_cap_usd = models.DecimalField(
+        max_digits=10, decimal_places=2, null=True, blank=True, help_text="USD per session."
+    )
 
     def __str__(self) -> str:
         return f"Quota for {self.workspace}"
