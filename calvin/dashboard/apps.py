@@ -6,4 +6,4 @@ class DashboardConfig(AppConfig):
     label = "dashboard"
 
     def ready(self):
-        from calvin.dashboard import signals  # noqa: F401  (connects the receivers)
+        from calvin.dashboard import live, signals  # noqa: F401  (connects the receivers and subscriptions)
