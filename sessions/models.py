@@ -151,6 +151,9 @@ class Turn(models.Model):
     cache_read_tokens = models.PositiveBigIntegerField(default=0)
     cache_creation_tokens = models.PositiveBigIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    # What the turn may spend, reserved against the monthly spend cap when it was admitted
+    # (sessions/scheduling.py); empty in a workspace without a cap.
+    budget_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["status", "created_at"])]

@@ -202,6 +202,8 @@ class DailyUsage(models.Model):
     tool_calls = models.PositiveIntegerField(default=0)
     turns = models.PositiveIntegerField(default=0)
     agent_seconds = models.PositiveIntegerField(default=0)
+    # What the providers reported the day's finished turns cost (0 where none reported a cost).
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
 
     class Meta:
         verbose_name_plural = "daily usage"
@@ -209,6 +211,37 @@ class DailyUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workspace} on {self.day}"
+
+
+class SpendNotice(models.Model):
+    """A spend threshold (80 or 100 % of the monthly cap) a workspace crossed in a month: its
+    one row is the claim that the owners are told once, however many turns cross it at once."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="spend_notices")
+    month = models.DateField(help_text="The first day of the UTC month.")
+    threshold = models.PositiveSmallIntegerField(help_text="Percent of the monthly spend cap.")
+    cap_usd = models.DecimalField(max_digits=10, decimal_places=2)
+    spent_usd = models.DecimalField(max_digits=14, decimal_places=6)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "month", "threshold"], name="spendnotice_once_per_month")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.threshold} % of {self.workspace}'s spend cap in {self.month:%Y-%m}"
+
+
+class StorageUsage(models.Model):
+    """Bytes of files a workspace has stored in Calvin's storage, counted with a conditional
+    UPDATE against Quota.storage_mib before the bytes are stored (calvin/workspaces/storage.py)."""
+
+    workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, related_name="storage")
+    bytes = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.workspace}: {self.bytes} bytes stored"
 
 
 TOOL_SETS = ("calvin", "nanoclaw")
