@@ -67,3 +67,88 @@ def member_for_slug(user, slug: str) -> Member:
 
 def member_in(user, workspace_id: int) -> Member | None:
     return Member.objects.filter(user=user, workspace_id=workspace_id).first()
+
+
+# --- The thread header (P6): what a person reads at the top of a thread page -------------------
+
+# The header's state in people's words: richer than Session.status, which says "queued" both for
+# a session that has nothing to do and for one whose turn waits for a host.
+HEADER_STATES = {
+    "running": "running",
+    "waiting_for_agent": "waiting for your agent",
+    "waiting_for_host": "waiting for a host to start it",
+    "paused": "paused by an operator",
+    "waiting_for_message": "waiting for a message",
+    "idle": "idle: the agent answered",
+    "finished": "finished",
+    "failed": "failed",
+}
+# Claude Code's permission modes (Session.PermissionMode), as a person reads them.
+PERMISSION_WORDS = {
+    "default": "asks before it acts",
+    "acceptEdits": "edits files without asking",
+    "plan": "plans only, changes nothing",
+    "bypassPermissions": "acts without asking",
+}
+
+
+def thread_header_state(session, *, external: bool, queued: bool, running_turn) -> str:
+    """One key of HEADER_STATES for the session as it is now."""
+    if session.status == "running" or running_turn is not None:
+        return "running"
+    if session.status in ("finished", "failed"):
+        return session.status
+    if external:  # a person runs it outside Calvin: no host ever claims its turns
+        return "waiting_for_agent"
+    if queued:
+        return "paused" if session.agent and session.agent.paused_at else "waiting_for_host"
+    return "idle" if session.status == "idle" else "waiting_for_message"
+
+
+def external_mcp_json(session) -> str:
+    """The .mcp.json an external agent connects with: Calvin's URLs for the agent's tool sets,
+    the token as a placeholder (tokens are stored as digests: one is shown only when it is made)."""
+    import json
+
+    from calvin.chat.links import public_base
+    from sessions.management.commands.issue_token import mcp_json_for
+
+    tool_sets = session.agent.tool_sets if session.agent else None
+    return json.dumps(mcp_json_for(url=public_base(), token="<runner token>", tool_sets=tool_sets), indent=2)
+
+
+def thread_header_context(thread: Thread) -> dict:
+    """Everything _thread_header.html shows; the same for every reader (P2 pushes it to all
+    open pages), so nothing here depends on who looks."""
+    from calvin.workspaces.models import Agent
+    from sessions.models import Session, Turn
+
+    session = (
+        Session.objects.select_related("agent", "host", "parent__thread", "thread__workspace")
+        .prefetch_related("children__thread")
+        .get(thread_id=thread.id)
+    )
+    agent = session.agent
+    external = agent is not None and agent.provider == Agent.Provider.EXTERNAL
+    turns = session.turns.filter(status__in=[Turn.Status.RUNNING, Turn.Status.QUEUED])
+    running_turn = turns.filter(status=Turn.Status.RUNNING).select_related("host").order_by("id").first()
+    queued = turns.filter(status=Turn.Status.QUEUED).exists()
+    state = thread_header_state(session, external=external, queued=queued, running_turn=running_turn)
+    host = running_turn.host if running_turn and running_turn.host_id else session.host
+    return {
+        "thread": session.thread,
+        "session": session,
+        "agent": agent,
+        "provider": agent.get_provider_display() if agent else "",
+        "external": external,
+        "permission_mode": session.permission_mode,
+        "permission_words": PERMISSION_WORDS.get(session.permission_mode, session.permission_mode),
+        "host": host,
+        "state": state,
+        "state_words": HEADER_STATES[state],
+        "running_turn": running_turn,
+        "started_at": running_turn.started_at if running_turn else None,
+        "mcp_json": external_mcp_json(session) if external else "",
+        "parent": session.parent,
+        "children": list(session.children.all()),
+    }

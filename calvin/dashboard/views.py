@@ -12,7 +12,13 @@ from django.views.decorators.http import require_POST
 
 from calvin.dashboard.actions import ActionRefused, action_press
 from calvin.dashboard.forms import ReplyForm
-from calvin.dashboard.selectors import member_in, memberships_of, thread_for, thread_messages_page
+from calvin.dashboard.selectors import (
+    member_in,
+    memberships_of,
+    thread_for,
+    thread_header_context,
+    thread_messages_page,
+)
 from calvin.dashboard.workspace_views import LAST_WORKSPACE, workspace_enter
 from sessions.models import Message
 from sessions.services import message_post_by_person
@@ -51,21 +57,38 @@ def thread_detail(request, thread_id: int):
     before = int(before) if before is not None else None
     # Not `messages`: that name is Django's notices (base.html shows them above every page).
     page, has_earlier = thread_messages_page(thread, before=before, size=THREAD_PAGE_SIZE)
-    context = {"thread": thread, "thread_messages": page, "has_earlier": has_earlier, "live": before is None}
+    context = {**thread_header_context(thread), "thread_messages": page, "has_earlier": has_earlier}
+    context["live"] = before is None
     return render(request, "chat/thread.html", {**context, "form": ReplyForm()})
 
 
 @login_required
 @require_POST
 def thread_reply(request, thread_id: int):
+    """A person's reply. Asked for JSON (reply.js), it answers JSON and the message reaches the
+    page through the live feed; a plain form post is redirected back to the thread."""
     thread = thread_for(request.user, thread_id)
+    wants_json = "application/json" in request.headers.get("Accept", "")
     form = ReplyForm(request.POST)
     if not form.is_valid():
-        return HttpResponseBadRequest("A reply needs text (at most 40,000 characters).")
-    message_post_by_person(
+        error = reply_problem(form.data.get("text", ""))
+        if wants_json:
+            return JsonResponse({"ok": False, "error": error}, status=400)
+        return HttpResponseBadRequest(error)
+    message = message_post_by_person(
         thread=thread, member=member_in(request.user, thread.workspace_id), text=form.cleaned_data["text"]
     )
+    if wants_json:
+        return JsonResponse({"ok": True, "message_id": message.id}, status=201)
     return redirect("dashboard:thread", thread_id=thread.id)
+
+
+def reply_problem(text: str) -> str:
+    """Why a reply was refused, in the words its writer needs to fix it."""
+    limit = ReplyForm.base_fields["text"].max_length
+    if len(text) > limit:
+        return f"Not sent: a reply is at most {limit:,} characters (this one has {len(text):,}); your text is kept."
+    return "Not sent: write something first."
 
 
 @login_required
