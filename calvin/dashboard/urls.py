@@ -2,7 +2,7 @@ from django.urls import path
 
 from calvin.accounts.invitation_views import invitation_page
 from calvin.dashboard import people as people_views
-from calvin.dashboard import secret_form, secrets, views, workspace_views
+from calvin.dashboard import chart_views, secret_form, secrets, views, workspace_views
 
 app_name = "dashboard"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     # A person's workspaces (calvin/dashboard/workspace_views.py)
     path("workspaces/new/", workspace_views.workspace_new, name="workspace-new"),
     path("w/<slug:slug>/", workspace_views.workspace_home, name="workspace"),
+    path("w/<slug:slug>/charts/", chart_views.workspace_charts, name="workspace-charts"),
     path("w/<slug:slug>/threads/start/", workspace_views.workspace_session_start, name="thread-start"),
     path("w/<slug:slug>/settings/", workspace_views.workspace_settings, name="workspace-settings"),
     path(
