@@ -7,13 +7,27 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
 from calvin.chat.slack.installations import one_team_mode, slack_setup_lines
 from calvin.chat.slack.oauth import oauth_configured
 from calvin.dashboard.selectors import member_for_slug
 from calvin.dashboard.workspace_forms import SessionStartForm, WorkspaceCreateForm, WorkspaceRenameForm
-from calvin.dashboard.workspace_selectors import slack_installation_of, threads_of, tool_calls_of
+from calvin.dashboard.workspace_selectors import (
+    STATES,
+    SessionFilters,
+    filter_choices,
+    hosts_of,
+    open_questions_of,
+    pending_approvals_of,
+    session_state_counts,
+    sessions_page,
+    slack_installation_of,
+    tool_calls_of,
+    usage_meters,
+    waiting_secret_requests_of,
+)
 from calvin.workspaces.services import (
     WorkspaceRefused,
     owned_workspace_count,
@@ -54,22 +68,54 @@ def workspace_new(request):
     return render(request, "dashboard/workspace_new.html", context, status=400 if form.errors else 200)
 
 
+# The home page's session states in words, with the statuses each gathers.
+STATE_WORDS = {
+    "running": "running",
+    "waiting": "waiting for a person",
+    "queued": "queued",
+    "idle": "idle",
+    "stopped": "stopped",
+}
+
+
 @login_required
 def workspace_home(request, slug: str):
+    """Sessions by state (filtered, searched, paged), what waits for a person, hosts and today's use.
+    Its panels are marked data-live-panel: live.js refetches this page and swaps them on events."""
     member = member_for_slug(request.user, slug)
     workspace_enter(request, member)
     workspace = member.workspace
-    return render(
-        request,
-        "dashboard/home.html",
-        {
-            "member": member,
-            "workspace": workspace,
-            "threads": threads_of(workspace),
-            "tool_calls": tool_calls_of(workspace),
-            "form": SessionStartForm(),
-        },
-    )
+    filters = SessionFilters.from_query(request.GET, workspace)
+    page = sessions_page(workspace, filters, request.GET.get("page"))
+    counts = session_state_counts(workspace)
+    approvals = list(pending_approvals_of(workspace))
+    questions = list(open_questions_of(workspace))
+    for item in approvals:
+        item.may_decide = item.session.may_be_decided_by(member)
+    for item in questions:
+        item.may_decide = item.tool_call.session.may_be_decided_by(member)
+    for session in page:
+        session.state_words = STATE_WORDS[session.state]
+    secret_requests = list(waiting_secret_requests_of(workspace))
+    context = {
+        "member": member,
+        "workspace": workspace,
+        "form": SessionStartForm(),
+        "filters": filters,
+        "filter_query": urlencode(filters.as_query()),
+        "states": [(state, STATE_WORDS[state], counts[state]) for state in STATES],
+        "counts": counts,
+        "page": page,
+        "approvals": approvals,
+        "questions": questions,
+        "secret_requests": secret_requests,
+        "waiting_total": len(approvals) + len(questions) + len(secret_requests),
+        "hosts": hosts_of(workspace),
+        "meters": usage_meters(workspace),
+        "tool_calls": tool_calls_of(workspace),
+        **filter_choices(workspace),
+    }
+    return render(request, "dashboard/home.html", context)
 
 
 @login_required
