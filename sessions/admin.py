@@ -119,7 +119,7 @@ class SessionAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
 
     list_display = ["id", "thread", "workspace", "agent", "owner", "status", "permission_mode", "created_at"]
     list_display += ["page"]
-    readonly_fields = ["records"]
+    readonly_fields = ["records", "usage"]
     list_filter = ["status", "permission_mode", "workspace"]
     search_fields = ["thread__title", "directory", "branch"]
     raw_id_fields = ["thread", "parent", "owner", "agent"]
@@ -128,6 +128,15 @@ class SessionAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     @admin.display(description="thread page")
     def page(self, obj):
         return thread_page_link(obj.thread_id)
+
+    @admin.display(description="usage")
+    def usage(self, obj):
+        if obj.pk is None:
+            return "-"
+        from sessions.admin_usage import usage_table
+        from sessions.usage import session_usage
+
+        return usage_table(session_usage(session_id=obj.pk))
 
     @admin.display(description="its records")
     def records(self, obj):

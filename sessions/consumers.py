@@ -137,6 +137,7 @@ class HostConsumer(AsyncJsonWebsocketConsumer):
                 reply=content.get("reply") if isinstance(content.get("reply"), str) else "",
                 error=content.get("error") if isinstance(content.get("error"), str) else "",
                 agent_session_id=content.get("agent_session_id") or "",
+                usage=content.get("usage"),  # checked by sessions/usage.py
             )
             await self._claim()
 

@@ -108,6 +108,13 @@ def _claim_session(host: Host, session: Session) -> dict | None:
     if waiting:
         _tell_once(session, turns[0], waiting)
         return None
+    admission = _spend_admission(session)
+    if admission.wait:
+        _tell_once(session, turns[0], admission.wait)
+        return None
+    if admission.refusal:
+        _fail(session, turns, admission.refusal)
+        return None
     refused = quota_turn_take(workspace_id=session.workspace_id)
     if refused:
         _fail(session, turns, refused)
@@ -123,11 +130,49 @@ def _claim_session(host: Host, session: Session) -> dict | None:
         started_at=now,
         error="",
         attempts=F("attempts") + 1,
+        budget_usd=admission.budget,
     )
     Session.objects.filter(id=session.id).update(host=host, status=Session.Status.RUNNING, updated_at=now)
     from sessions.turn_messages import turn_message
 
-    return turn_message(session=session, turns=turns, runner=runner, token=token)
+    message = turn_message(session=session, turns=turns, runner=runner, token=token)
+    if admission.budget is not None:
+        message["provider"]["max_budget_usd"] = str(admission.budget)  # Claude Code's --max-budget-usd
+    return message
+
+
+def _spend_admission(session: Session):
+    """The spend caps' word on one more turn of this session (calvin/workspaces/spend.py says
+    why concurrent turns cannot overshoot the monthly cap). Runs under the workspace's Quota
+    row, held by _claim_session, so admissions of one workspace see each other's budgets."""
+    from django.db.models import DecimalField, ExpressionWrapper, Sum, Value
+    from django.db.models.functions import Coalesce, Greatest
+
+    from calvin.workspaces.quotas import quota_concurrent_sessions
+    from calvin.workspaces.spend import Admission, spend_admission, spend_caps
+    from sessions.usage import session_spent_usd
+
+    if spend_caps(workspace_id=session.workspace_id) == (None, None):
+        return Admission()
+    running = Turn.objects.filter(
+        session__workspace_id=session.workspace_id, status=Turn.Status.RUNNING, batch_id=F("id")
+    )
+    money = DecimalField(max_digits=14, decimal_places=6)
+    left = ExpressionWrapper(
+        Coalesce("budget_usd", Value(0), output_field=money) - Coalesce("cost_usd", Value(0), output_field=money),
+        output_field=money,
+    )
+    reserved = running.aggregate(total=Sum(Greatest(left, Value(0), output_field=money)))["total"] or 0
+    claude = Agent.Provider.CLAUDE_CODE
+    free = quota_concurrent_sessions(workspace_id=session.workspace_id) - running.count()
+    return spend_admission(
+        workspace_id=session.workspace_id,
+        session_spent=session_spent_usd(session_id=session.id),
+        reserved=reserved,
+        free_slots=free,
+        budgeted=session.agent is None or session.agent.provider == claude,
+        unbudgeted_running=running.exclude(session__agent__provider=claude).exclude(session__agent__isnull=True).count(),
+    )
 
 
 def _runner_for(session: Session, host: Host) -> tuple[Runner, str | None]:

@@ -62,6 +62,10 @@ def turn_started(*, host_id: int, turn_id: int, directory: str, temp_directory: 
 @transaction.atomic
 def turn_event(*, host_id: int, turn_id: int, event: dict) -> bool:
     """A streamed event of the provider: shown live on the thread's pages; errors are kept."""
+    if isinstance(event, dict) and event.get("kind") == "usage":  # spend so far: sessions/usage.py
+        from sessions.usage import turn_usage_report
+
+        return turn_usage_report(host_id=host_id, turn_id=turn_id, raw=event.get("usage"))
     if not isinstance(event, dict) or event.get("kind") not in EVENT_KINDS:
         return False
     session = _session_of(host_id=host_id, turn_id=turn_id)
@@ -94,6 +98,7 @@ def turn_finish(
     reply: str = "",
     error: str = "",
     agent_session_id: str = "",
+    usage=None,
 ) -> bool:
     """The turn ended: its reply goes to the thread, an error or a stop is said there too."""
     turns = list(_batch(host_id=host_id, turn_id=turn_id).select_for_update().select_related("session"))
@@ -114,6 +119,9 @@ def turn_finish(
     from calvin.workspaces.quotas import quota_agent_seconds_add
 
     quota_agent_seconds_add(workspace_id=session.workspace_id, seconds=seconds)
+    from sessions.usage import turn_usage_record
+
+    turn_usage_record(turns=turns, raw=usage, seconds=seconds, host_id=host_id)  # checked there, never trusted
     from sessions.services import agent_reply_post, system_notice_post
 
     if isinstance(reply, str) and reply.strip():
@@ -217,6 +225,9 @@ def session_turns_end(*, session_id: int, status: str, error: str, notice: str) 
     from calvin.workspaces.quotas import quota_agent_seconds_add
 
     quota_agent_seconds_add(workspace_id=session.workspace_id, seconds=seconds)
+    from sessions.usage import turn_usage_record
+
+    turn_usage_record(turns=turns, raw=None, seconds=seconds)  # its host reported no usage: minutes only
     from sessions.services import system_notice_post
 
     system_notice_post(thread_id=session.thread_id, text=notice)

@@ -3,6 +3,7 @@
 import uuid
 
 from django.contrib.auth import get_user_model
+from django.core.files.storage import default_storage
 from django.utils import timezone
 
 from calvin.chat.base import (
@@ -152,6 +153,7 @@ class WebChannel:
                 "file_title": title,
                 "file_alt_text": alt_text,
                 "content_type": content_type,
+                "file_size": default_storage.size(stored_name),  # the storage quota's record
             },
         )
 

@@ -151,4 +151,11 @@ def thread_header_context(thread: Thread) -> dict:
         "mcp_json": external_mcp_json(session) if external else "",
         "parent": session.parent,
         "children": list(session.children.all()),
+        "usage": _usage_context(session),  # P4's templates/chat/_usage.html
     }
+
+
+def _usage_context(session) -> dict:
+    from sessions.usage import thread_usage_context
+
+    return thread_usage_context(session)

@@ -279,6 +279,7 @@ class QuotaAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     list_select_related = ["workspace"]
     search_fields = ["workspace__name"]
     limits = ["concurrent_sessions", "turns_per_day", "agent_minutes_per_month", "tool_calls_per_day", "storage_mib"]
+    limits += ["monthly_spend_cap_usd", "session_spend_cap_usd"]
     usage = ["turns_today", "tool_calls_today", "agent_minutes_this_month"]
 
     def get_queryset(self, request):
@@ -352,7 +353,7 @@ class DestinationInline(WorkspaceScopedAdmin, admin.TabularInline):
 class AgentAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     tenant_permissions = {"view", "add", "change", "delete"}
     form = AgentForm  # real widgets, the agent tools' own rules (calvin/workspaces/admin_forms.py)
-    readonly_fields = ["environment_version", "directory", "paused_at", "paused_by", "created_by"]
+    readonly_fields = ["environment_version", "directory", "paused_at", "paused_by", "created_by", "usage"]
     inlines = [DestinationInline]
     list_display = ["name", "workspace", "cli_scope", "model", "environment_version", "paused_at", "created_at"]
     actions = [pause_agents, resume_agents]  # calvin/workspaces/admin_actions.py
@@ -365,6 +366,15 @@ class AgentAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         agent_form_save(request=request, agent=obj, form=form, change=change)
+
+    @admin.display(description="usage")
+    def usage(self, obj):
+        if obj.pk is None:
+            return "-"
+        from sessions.admin_usage import usage_table
+        from sessions.usage import agent_usage
+
+        return usage_table(agent_usage(agent_id=obj.pk))
 
 
 @admin.register(Destination)

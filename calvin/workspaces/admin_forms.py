@@ -384,18 +384,18 @@ class QuotaForm(forms.ModelForm):
     class Meta:
         model = Quota
         fields = ["workspace", "concurrent_sessions", "turns_per_day", "agent_minutes_per_month"]
-        fields += ["tool_calls_per_day", "storage_mib"]
+        fields += ["tool_calls_per_day", "storage_mib", "monthly_spend_cap_usd", "session_spend_cap_usd"]
 
     def clean(self):
         from calvin.operators import operator_for
-        from calvin.workspaces.quota_changes import LIMITS, quota_limit_problem
+        from calvin.workspaces.quota_changes import LIMITS, SPEND_CAPS, quota_limit_problem
 
         data = super().clean()
         if self.instance.pk is None or self.request is None:
             return data
         actor = operator_for(self.request.user, self.instance.workspace_id)
         for name in LIMITS:
-            if name in self.changed_data and data.get(name) is not None:
+            if name in self.changed_data and (data.get(name) is not None or name in SPEND_CAPS):
                 before = self.initial.get(name)
                 problem = quota_limit_problem(actor=actor, name=name, before=before, after=data[name])
                 if problem:

@@ -2,6 +2,8 @@
 up to the platform's ceiling (settings.CALVIN_QUOTA_CEILING, the model's defaults where it
 names none), so a tenant never raises its own quota past its plan. Lowering is always allowed."""
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -10,23 +12,42 @@ from calvin.audit.services import audit_record
 from calvin.operators import operator_check, operator_user
 from calvin.workspaces.models import Quota
 
-LIMITS = ("concurrent_sessions", "turns_per_day", "agent_minutes_per_month", "tool_calls_per_day", "storage_mib")
+COUNTS = ("concurrent_sessions", "turns_per_day", "agent_minutes_per_month", "tool_calls_per_day", "storage_mib")
+# USD; empty is no cap. A tenant sets its own caps freely unless CALVIN_QUOTA_CEILING names one,
+# which then bounds the cap (and an empty cap, being no bound, is past it).
+SPEND_CAPS = ("monthly_spend_cap_usd", "session_spend_cap_usd")
+LIMITS = COUNTS + SPEND_CAPS
 
 
-def quota_ceilings() -> dict[str, int]:
+def quota_ceilings() -> dict:
     configured = settings.CALVIN_QUOTA_CEILING or {}
     unknown = set(configured) - set(LIMITS)
     if unknown:
         raise ValueError(f"CALVIN_QUOTA_CEILING names no quota limit: {', '.join(sorted(unknown))}")
-    return {name: int(configured.get(name, Quota._meta.get_field(name).default)) for name in LIMITS}
+    ceilings = {name: int(configured.get(name, Quota._meta.get_field(name).default)) for name in COUNTS}
+    for name in SPEND_CAPS:
+        ceilings[name] = Decimal(str(configured[name])) if configured.get(name) is not None else None
+    return ceilings
 
 
-def quota_limit_problem(*, actor, name: str, before: int, after: int) -> str | None:
+def _above(value, bound) -> bool:
+    """value > bound, where None is no bound (infinite)."""
+    if bound is None:
+        return False
+    return value is None or value > bound
+
+
+def quota_limit_problem(*, actor, name: str, before, after) -> str | None:
     """Why `actor` may not set this limit to `after` (None: they may)."""
     user = operator_user(actor)
     if user is not None and user.is_active and user.is_superuser:
         return None
     ceiling = quota_ceilings()[name]
+    if name in SPEND_CAPS:
+        if _above(after, ceiling) and _above(after, before):
+            shown = f"${ceiling:,.2f}"
+            return f"at most {shown} (the platform's ceiling for your plan); ask the platform's operators for more"
+        return None
     if after > ceiling and after > before:
         return f"at most {ceiling:,} (the platform's ceiling for your plan); ask the platform's operators for more"
     return None
@@ -54,5 +75,6 @@ def quota_change(*, quota_id: int, limits: dict[str, int], actor) -> dict:
         raise ValidationError(problems)
     if changes:
         Quota.objects.filter(id=quota.id).update(**{name: after for name, (_, after) in changes.items()})
-        audit_record(verb="quota.change", workspace=quota.workspace_id, actor=actor, target=quota, changes=changes)
+        shown = {name: tuple(str(v) if isinstance(v, Decimal) else v for v in pair) for name, pair in changes.items()}
+        audit_record(verb="quota.change", workspace=quota.workspace_id, actor=actor, target=quota, changes=shown)
     return changes

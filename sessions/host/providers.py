@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from sessions.host.sandbox import REPO, write_private
-from sessions.host.stream_json import EVENT_TEXT_LIMIT, ClaudeStream, bounded
+from sessions.host.stream_json import EVENT_TEXT_LIMIT, ClaudeStream, bounded, result_usage
 
 BUNDLED_CLAUDE = REPO / "var" / "node" / "node_modules" / ".bin" / "claude"
 REPLY_LIMIT = 64 * 1024
@@ -38,6 +38,7 @@ class Outcome:
     error: str = ""
     agent_session_id: str = ""
     retry_fresh: bool = False  # the conversation to resume is not on this host: start a new one
+    usage: dict | None = None  # tokens and cost, as the provider reported them (None: it reported nothing)
 
 
 def exit_description(returncode: int) -> str:
@@ -80,6 +81,10 @@ class Provider:
         """The same provider starting a new conversation (only claude-code resumes one)."""
         return None
 
+    def usage(self) -> dict | None:
+        """What the turn used, as the agent reported it (a `command` agent reports nothing)."""
+        return None
+
 
 def claude_binary() -> Path | None:
     """The host's `claude` on PATH, else the one scripts/test installs with npm; its real
@@ -119,6 +124,9 @@ class ClaudeCode(Provider):
             message = f"Claude Code {exit_description(returncode)} without a result"
         return Outcome("failed", error=bounded(f"{message}: {said}" if said else message), agent_session_id=session_id)
 
+    def usage(self) -> dict | None:
+        return result_usage(self.stream.result)
+
     def fresh(self) -> "ClaudeCode | None":
         if not self.resuming:
             return None
@@ -144,8 +152,20 @@ def claude_code_argv(
         argv += ["--model", MODELS.get(model, model)]
     if resume:
         argv += ["--resume", resume]
+    argv += budget_arguments(spec)
     # `--` ends the options: --mcp-config takes several values, and a prompt may start with "-".
     return [*argv, "--", prompt]
+
+
+def budget_arguments(spec: dict) -> list[str]:
+    """The turn's share of the workspace's spend cap (scheduling.py reserved it): the CLI stops
+    itself once it has spent that much, so a turn cannot run far past a cap mid-way."""
+    budget = spec.get("max_budget_usd")
+    try:
+        value = float(budget) if budget not in (None, "") else None
+    except (TypeError, ValueError):
+        value = None
+    return ["--max-budget-usd", f"{value:.6f}"] if value is not None and 0 < value < 1e9 else []
 
 
 def claude_code(spec: dict, *, prompt: str, directory: Path, mcp_servers: dict, home: Path, sandboxed: bool):
@@ -205,6 +225,7 @@ def command(spec: dict, *, prompt: str) -> Command:
 @dataclass
 class Script(Provider):
     reply: str | None = None
+    reported: dict | None = None  # the usage its result line reported
 
     async def consume(self, stdout, event) -> None:
         async for line in read_lines(stdout):
@@ -217,11 +238,17 @@ class Script(Provider):
             kind, text = said.get("kind"), str(said.get("text") or "")
             if kind == "result":
                 self.reply = bounded(text, REPLY_LIMIT)
+                self.reported = said.get("usage") if isinstance(said.get("usage"), dict) else None
+            elif kind == "usage" and isinstance(said.get("usage"), dict):
+                await event({"kind": "usage", "usage": said["usage"]})  # spent so far: the gateway may stop it
             elif kind in EVENT_KINDS:
                 shown = {"kind": kind, "text": bounded(text, EVENT_TEXT_LIMIT)}
                 if kind in ("tool_use", "tool_result"):
                     shown["name"] = str(said.get("name") or "")
                 await event(shown)
+
+    def usage(self) -> dict | None:
+        return self.reported
 
     def outcome(self, returncode: int, stderr_tail: str) -> Outcome:
         if returncode == 0 and self.reply is not None:

@@ -21,7 +21,7 @@ from sessions.host.agent_servers import agent_servers
 from sessions.host.egress import EgressPolicy, EgressProxy, gateways_of, proxy_environment
 from sessions.host.providers import LINE_LIMIT, REPO, Outcome, Provider, ProviderError, provider_for
 from sessions.host.sandbox import Sandbox, limit_resources, private_directory, write_private
-from sessions.host.stream_json import bounded
+from sessions.host.stream_json import bounded, usage_added
 
 STOP_GRACE = 3.0
 DRAIN_TIMEOUT = 5.0
@@ -193,7 +193,7 @@ class SessionRunner:
         finally:
             self.busy, self._process = False, None
         if self._stopped:
-            outcome = Outcome("stopped", agent_session_id=outcome.agent_session_id)
+            outcome = Outcome("stopped", agent_session_id=outcome.agent_session_id, usage=outcome.usage)
         return self._finished(number, outcome)
 
     @contextlib.asynccontextmanager
@@ -234,6 +234,7 @@ class SessionRunner:
             "reply": outcome.reply,
             "error": outcome.error,
             "agent_session_id": outcome.agent_session_id,
+            **({"usage": outcome.usage} if outcome.usage else {}),
         }
 
     async def _run(self, turn: dict, number, extra_path: list[str], reveal: list) -> Outcome:
@@ -255,7 +256,9 @@ class SessionRunner:
             # Resumed elsewhere, the conversation's transcript stays on the host that had it.
             note = "The earlier Claude Code conversation is not on this host; starting a new one."
             await self._event(number, {"kind": "error", "text": note})
+            spent = outcome.usage
             outcome = await self._run_process(fresh, secrets, number, extra_path, reveal)
+            outcome.usage = usage_added(spent, outcome.usage)
         return outcome
 
     def _provider(self, turn: dict, prompt: str) -> Provider:
@@ -442,7 +445,9 @@ class SessionRunner:
             for task in tasks:
                 task.cancel()
             raise
-        return provider.outcome(returncode, bounded(stderr.result(), STDERR_TAIL) if stderr.done() else "")
+        outcome = provider.outcome(returncode, bounded(stderr.result(), STDERR_TAIL) if stderr.done() else "")
+        outcome.usage = provider.usage()
+        return outcome
 
     async def _drain(self, process: asyncio.subprocess.Process, tasks: list[asyncio.Future]) -> None:
         """Read what the agent wrote before it ended; bounded, because a process that escaped

@@ -3,7 +3,8 @@
     python -m sessions.host.script_agent <script.json>   (the turn's prompt on stdin)
 
 Steps: `{"server": "calvin"|"nanoclaw", "tool": "...", "arguments": {...}}` (server defaults
-to calvin), `{"reply": "text"}`, `{"sleep": seconds}`. `{prompt}` in any string argument or
+to calvin), `{"reply": "text"}`, `{"sleep": seconds}`, `{"usage": {"cost_usd": 0.5, "input_tokens": 10, ...}}`
+(what the turn spent so far, reported at once and again in the result line). `{prompt}` in any string argument or
 reply is replaced by the prompt. The gateway's URLs and the runner token come from the
 session's `.mcp.json` in the working directory. Prints NDJSON events to stdout (tool_use,
 tool_result, text) and last `{"kind": "result", "text": <last reply>}`. A tool error is
@@ -56,11 +57,13 @@ def _step_problem(step, servers: dict) -> str:
         return ""
     if keys == {"reply"}:
         return "" if isinstance(step["reply"], str) else "reply must be text"
+    if keys == {"usage"}:
+        return "" if isinstance(step["usage"], dict) else "usage must be an object"
     if keys == {"sleep"}:
         seconds = step["sleep"]
         valid = isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds <= MAX_SLEEP
         return "" if valid else f"sleep must be a number of seconds from 0 to {MAX_SLEEP}"
-    return f"unknown step with keys {sorted(keys)} (expected tool, reply or sleep)"
+    return f"unknown step with keys {sorted(keys)} (expected tool, reply, sleep or usage)"
 
 
 def parse_script(text: str, servers: dict) -> list[dict]:
@@ -124,13 +127,17 @@ class Connections:
         return self.clients[name]
 
 
-async def play(steps: list[dict], servers: dict, prompt: str) -> str:
+async def play(steps: list[dict], servers: dict, prompt: str, spent: dict) -> str:
     reply = ""
     async with AsyncExitStack() as stack:
         connections = Connections(stack, servers)
         for step in steps:
             if "sleep" in step:
                 await asyncio.sleep(step["sleep"])
+            elif "usage" in step:
+                spent.clear()
+                spent.update(step["usage"])
+                say({"kind": "usage", "usage": spent})
             elif "reply" in step:
                 reply = fill(step["reply"], prompt)
                 say({"kind": "text", "text": reply})
@@ -158,8 +165,9 @@ def main(argv: list[str]) -> int:
         print(f"script: {error}", file=sys.stderr)
         return 2
     prompt = sys.stdin.read()
-    reply = asyncio.run(play(steps, servers, prompt))
-    say({"kind": "result", "text": reply})
+    spent: dict = {}
+    reply = asyncio.run(play(steps, servers, prompt, spent))
+    say({"kind": "result", "text": reply, **({"usage": spent} if spent else {})})
     return 0
 
 

@@ -105,3 +105,36 @@ class ClaudeStream:
     @property
     def succeeded(self) -> bool:
         return self.result is not None and self.result.get("is_error") is False and not self.errors
+
+
+# What a turn used, as the host reports it in turn.finished; the gateway validates every value
+# again (sessions/usage.py): the host only picks the fields out, it does not vouch for them.
+USAGE_FIELDS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_read_input_tokens": "cache_read_tokens",
+    "cache_creation_input_tokens": "cache_creation_tokens",
+}
+
+
+def result_usage(result: dict | None) -> dict | None:
+    """The usage and cost of a `result` line (None when it reports neither)."""
+    if not isinstance(result, dict):
+        return None
+    usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
+    found = {ours: usage[theirs] for theirs, ours in USAGE_FIELDS.items() if theirs in usage}
+    if "total_cost_usd" in result:
+        found["cost_usd"] = result["total_cost_usd"]
+    return found or None
+
+
+def usage_added(first: dict | None, second: dict | None) -> dict | None:
+    """Two runs of one turn (a resume that started afresh) cost both."""
+    if not first or not second:
+        return first or second
+    added = dict(first)
+    for key, value in second.items():
+        mine = added.get(key)
+        both_numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (mine, value))
+        added[key] = mine + value if both_numbers else value
+    return added

@@ -71,16 +71,41 @@ def file_copy_capped(*, handle, session_id: int) -> str:
     )
 
 
-def _copy_local(caller: Caller, path: str) -> tuple[str, str]:
+def _storage_take(caller: Caller, size: int, path: str) -> int:
+    """The workspace's storage quota, counted before the bytes are stored (refused: nothing stored)."""
+    from calvin.workspaces.storage import storage_take
+
+    refused = storage_take(workspace_id=caller.workspace_id, size=size, what=path)
+    if refused:
+        _refuse(refused)
+    return size
+
+
+def _storage_settle(caller: Caller, *, reserved: int, size: int, path: str) -> int:
+    """The copy's real size (a file may grow or shrink while it is copied) replaces what was counted."""
+    from calvin.workspaces.storage import storage_give_back
+
+    if size > reserved:
+        return reserved + _storage_take(caller, size - reserved, path)
+    storage_give_back(workspace_id=caller.workspace_id, size=reserved - size)
+    return size
+
+
+def _copy_local(caller: Caller, path: str) -> tuple[str, str, int]:
     """A session whose directory is on the gateway (an issue_token runner): read it here."""
     opened = _open(caller, path)
     with os.fdopen(opened.fd, "rb") as handle:
         _check_size(opened.size, path)
         # Cheap early answer, so a runner at its limit cannot make us copy 100 MiB files.
         runner_refuse_if_spent(runner_id=caller.runner_id, tool="send_file")
+        reserved = _storage_take(caller, opened.size, path)
         # Copied now, under a generated name (the real one travels in the payload): the
         # agent may change or delete its file before the worker runs.
-        return file_copy_capped(handle=handle, session_id=caller.session_id), opened.name
+        try:
+            return file_copy_capped(handle=handle, session_id=caller.session_id), opened.name, reserved
+        except BaseException:
+            _storage_settle(caller, reserved=reserved, size=0, path=path)
+            raise
 
 
 class _CappedSink:
@@ -95,7 +120,7 @@ class _CappedSink:
         self.handle.write(data)
 
 
-def _copy_from_host(caller: Caller, path: str) -> tuple[str, str]:
+def _copy_from_host(caller: Caller, path: str) -> tuple[str, str, int]:
     """The session directory is on its host: the host opens the file (the same walk, against
     its own directories) and sends the bytes over its connection."""
     from sessions.host_link import HostRefused, HostUnavailable, host_request
@@ -113,10 +138,15 @@ def _copy_from_host(caller: Caller, path: str) -> tuple[str, str]:
             raise ToolRefused(str(exc)) from None
         except HostUnavailable as exc:
             raise ToolRefused(f"cannot read {path}: {exc}") from None
+        reserved = _storage_take(caller, spool.tell(), path)  # the spool is a temporary file, not storage
         spool.seek(0)
-        stored = file_copy_capped(handle=spool, session_id=caller.session_id)
+        try:
+            stored = file_copy_capped(handle=spool, session_id=caller.session_id)
+        except BaseException:
+            _storage_settle(caller, reserved=reserved, size=0, path=path)
+            raise
     name = answer.get("name") if isinstance(answer.get("name"), str) else ""
-    return stored, os.path.basename(name)[:255] or os.path.basename(path)
+    return stored, os.path.basename(name)[:255] or os.path.basename(path), reserved
 
 
 def _check_size(size: int, path: str) -> None:
@@ -155,7 +185,7 @@ def file_send(
     replaces the file's own name (NanoClaw's `filename`); `thread_id` sends it to a
     destination thread instead of the session's own.
     """
-    stored, opened_name = _copy_from_host(caller, path) if caller.host_id else _copy_local(caller, path)
+    stored, opened_name, reserved = _copy_from_host(caller, path) if caller.host_id else _copy_local(caller, path)
     name = display_name or opened_name
     comment, title, alt_text = post.get("comment"), post.get("title"), post.get("alt_text")
     try:
@@ -168,6 +198,7 @@ def file_send(
         )
         # Every check below reads the copy, i.e. exactly the bytes that will be posted.
         size = default_storage.size(stored)
+        reserved = _storage_settle(caller, reserved=reserved, size=size, path=path)
         _check_size(size, path)
         with default_storage.open(stored, "rb") as copy:
             content_type = _sniff(copy.read(16), name)
@@ -196,5 +227,6 @@ def file_send(
         )
     except BaseException:
         default_storage.delete(stored)
+        _storage_settle(caller, reserved=reserved, size=0, path=path)
         raise
     return {"tool_call_id": call.id, "status": call.status, "file_name": name, "size": size}
