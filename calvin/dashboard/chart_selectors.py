@@ -59,8 +59,10 @@ def bucket_label(start: datetime, period: Period) -> str:
 
 
 def _bucketed(period: Period, now, field: str):
+    """The buckets, the period's bounds as a filter on `field`, and the bucket expression."""
     starts = buckets(period, now)
-    return starts, starts[0], Trunc(field, period.bucket, tzinfo=UTC)
+    end = starts[-1] + (timedelta(hours=1) if period.bucket == "hour" else timedelta(days=1))
+    return starts, {f"{field}__gte": starts[0], f"{field}__lt": end}, Trunc(field, period.bucket, tzinfo=UTC)
 
 
 def _as_key(value) -> datetime:
@@ -71,14 +73,18 @@ def _as_key(value) -> datetime:
 
 
 def _series(starts, period, values: dict, *, scale=lambda v: v) -> list[tuple[str, float]]:
+    """Every bucket, zero where nothing happened; none at all when nothing happened in the period
+    (the chart then says "no data" rather than drawing a flat zero)."""
+    if not values:
+        return []
     return [(bucket_label(s, period), scale(values.get(s, 0) or 0)) for s in starts]
 
 
 def tool_calls_by_tool(workspace, period: Period, *, now=None):
     """Tool calls per hour (24 h) or per day, one series per tool."""
-    starts, since, bucket = _bucketed(period, now, "created_at")
+    starts, within, bucket = _bucketed(period, now, "created_at")
     rows = (
-        ToolCall.objects.filter(session__workspace=workspace, created_at__gte=since)
+        ToolCall.objects.filter(session__workspace=workspace, **within)
         .annotate(bucket=bucket)
         .values("bucket", "tool")
         .annotate(n=Count("id"))
@@ -124,10 +130,10 @@ def _percentile(values: list[float], fraction: float) -> float:
 def approval_latency(workspace, period: Period, *, now=None):
     """p50 and p90 of the time from an approval's request to a person's decision, per bucket, in
     seconds (expired ones are no decision; the system's are not a person's)."""
-    starts, since, bucket = _bucketed(period, now, "decided_at")
-    decided = PendingApproval.objects.filter(
-        session__workspace=workspace, decided_at__gte=since, decided_by__isnull=False
-    ).exclude(status=PendingApproval.Status.EXPIRED)
+    starts, within, bucket = _bucketed(period, now, "decided_at")
+    decided = PendingApproval.objects.filter(session__workspace=workspace, decided_by__isnull=False, **within).exclude(
+        status=PendingApproval.Status.EXPIRED
+    )
     p50: dict = {}
     p90: dict = {}
     if connection.vendor == "postgresql":
@@ -165,9 +171,9 @@ def latency_unit(series) -> tuple[str, float]:
 
 def agent_minutes(workspace, period: Period, *, now=None):
     """Minutes agents ran, by the hour or day their turns finished in."""
-    starts, since, bucket = _bucketed(period, now, "finished_at")
+    starts, within, bucket = _bucketed(period, now, "finished_at")
     rows = (
-        Turn.objects.filter(session__workspace=workspace, finished_at__gte=since)
+        Turn.objects.filter(session__workspace=workspace, **within)
         .annotate(bucket=bucket)
         .values("bucket")
         .annotate(seconds=Sum("agent_seconds"))
@@ -179,9 +185,9 @@ def agent_minutes(workspace, period: Period, *, now=None):
 
 def spend(workspace, period: Period, *, now=None):
     """What finished turns cost (as their providers reported it), by hour or day, in USD."""
-    starts, since, bucket = _bucketed(period, now, "finished_at")
+    starts, within, bucket = _bucketed(period, now, "finished_at")
     rows = (
-        Turn.objects.filter(session__workspace=workspace, finished_at__gte=since, cost_usd__isnull=False)
+        Turn.objects.filter(session__workspace=workspace, cost_usd__isnull=False, **within)
         .annotate(bucket=bucket)
         .values("bucket")
         .annotate(usd=Sum("cost_usd"))
@@ -193,9 +199,9 @@ def spend(workspace, period: Period, *, now=None):
 
 def turns_per_agent(workspace, period: Period, *, now=None):
     """Turns started in the period, per agent (sessions without one: "no agent"), busiest first."""
-    since = buckets(period, now)[0]
+    _starts, within, _bucket = _bucketed(period, now, "created_at")
     rows = (
-        Turn.objects.filter(session__workspace=workspace, created_at__gte=since)
+        Turn.objects.filter(session__workspace=workspace, **within)
         .values("session__agent__name")
         .annotate(n=Count("id"))
         .order_by("-n", "session__agent__name")
