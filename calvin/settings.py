@@ -201,6 +201,8 @@ CELERY_BEAT_SCHEDULE = {
     },
     # Deletes audit events older than CALVIN_AUDIT_KEEP_DAYS, in batches.
     "audit-forget": {"task": "calvin.audit.tasks.forget_old_audit_events", "schedule": 3600.0},
+    # Forgets live events older than CALVIN_LIVE_KEEP_HOURS (a page that missed those reloads).
+    "live-forget": {"task": "calvin.dashboard.tasks.forget_old_live_events", "schedule": 600.0},
 }
 # Channel kind -> chat adapter class. A deployment (or a test) can plug in another platform.
 CALVIN_CHAT_ADAPTERS = {
@@ -297,6 +299,10 @@ vars().update({k: v for k, v in env.email_url("EMAIL_URL", default="consolemail:
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Calvin <calvin@localhost>")
 # Audit events older than this many days are removed by the audit sweep.
 CALVIN_AUDIT_KEEP_DAYS = env.int("CALVIN_AUDIT_KEEP_DAYS", default=365)
+# Live events (what open pages catch up on after a reconnect) are kept this many hours.
+CALVIN_LIVE_KEEP_HOURS = env.float("CALVIN_LIVE_KEEP_HOURS", default=24.0)
+# Each live socket looks this often for events whose push was lost, and sends them from the log.
+CALVIN_LIVE_CHECK_SECONDS = env.float("CALVIN_LIVE_CHECK_SECONDS", default=5.0)
 # How many workspaces one person may own (create); superusers are not limited.
 CALVIN_WORKSPACES_PER_PERSON = env.int("CALVIN_WORKSPACES_PER_PERSON", default=10)
 # How many invitations one workspace may make in 24 hours (each sends an email); resends of one

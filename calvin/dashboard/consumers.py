@@ -1,8 +1,13 @@
-"""Websocket for a thread page: live messages while the person may see the thread, and no longer.
+"""Websockets of the live pages: a thread page's, and a workspace's (the dashboard, the admin
+change lists), each live while the person may see what it shows, and no longer.
 
 Access is checked on connect, when a push says it may have changed (a membership or user
 changed here, a logout), before each event is sent on, and every CALVIN_SOCKET_RECHECK_SECONDS:
 a change made where no push is sent (a shell, another deployment's process) is noticed too.
+
+Every event carries its stream's seq (calvin/dashboard/live.py). The page sends
+{"since": <last seq it applied>} on (re)connect, or {"since": n, "until": m} for a gap it saw,
+and gets exactly the events in between from the log, or {"reload": true} when they are gone.
 """
 
 import asyncio
@@ -13,25 +18,42 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from calvin.dashboard.events import login_group, thread_catch_up, thread_group, user_group
-from calvin.dashboard.selectors import watcher_may_see
+from calvin.dashboard.events import login_group, thread_group, user_group
+from calvin.dashboard.live import live_catch_up, live_stream_seq, thread_stream, workspace_group, workspace_stream
+from calvin.dashboard.selectors import watcher_may_see, workspace_watcher_may_see
 from calvin.dashboard.throttle import TokenBucket
 
 log = logging.getLogger(__name__)
 
 REFUSED = 4403
 UNCHECKED = 1011  # access could not be checked (the database failed): the page reconnects and is checked again
-# Each catch-up re-checks access and renders up to CATCH_UP_BYTES: a page sends one per (re)connect.
+# Each catch-up re-checks access and renders up to CATCH_UP_BYTES: a page sends one per (re)connect or gap.
 CATCH_UP_BURST, CATCH_UP_EVERY = 5, 2.0
 
 
-class ThreadConsumer(AsyncJsonWebsocketConsumer):
+def _seq(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    """What both sockets share: access rules, re-checks, seq catch-up. Subclasses say what is watched."""
+
+    kind = ""
+
+    def watched(self) -> tuple[str, str]:
+        """(the Channels group, the live stream)."""
+        raise NotImplementedError
+
+    def may_watch(self) -> bool:
+        raise NotImplementedError
+
     async def connect(self):
-        self.thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
         self.session_key = self.scope["session"].session_key
         self.user_id = self.scope["user"].pk
+        self.group, self.stream = self.watched()
         self.joined = []
-        self.rechecks = None
+        self.rechecks = self.lost_pushes = None
+        self.sent = None  # the highest seq this socket sent (None: the page has not said where it is)
         self.catch_ups = TokenBucket(burst=CATCH_UP_BURST, every=CATCH_UP_EVERY)
         if self.session_key and self.user_id is not None:
             # Listen for revocations before checking, so none falls between the check and the join.
@@ -42,9 +64,10 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.accept()
             await self._refuse()
             return
-        await self._join(thread_group(self.thread_id))
+        await self._join(self.group)
         await self.accept()
         self.rechecks = asyncio.ensure_future(self._recheck_every(settings.CALVIN_SOCKET_RECHECK_SECONDS))
+        self.lost_pushes = asyncio.ensure_future(self._send_lost_pushes_every(settings.CALVIN_LIVE_CHECK_SECONDS))
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         """Garbage (binary, not JSON) is ignored: channels would raise, and log a traceback per frame."""
@@ -55,9 +78,14 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         await self.receive_json(content)
 
     async def receive_json(self, content, **kwargs):
-        """{"since": <last message id the page has>}: send what it missed (render-to-connect gap, reconnects)."""
-        since = content.get("since") if isinstance(content, dict) else None
-        if not isinstance(since, int) or isinstance(since, bool) or thread_group(self.thread_id) not in self.joined:
+        """{"since": <seq>} or {"since": <seq>, "until": <seq>}: send what the page lacks."""
+        if not isinstance(content, dict) or self.group not in self.joined:
+            return
+        since, until = _seq(content.get("since")), content.get("until")
+        where = content.get("since") is None and "since" in content and self.kind == "workspace"
+        if since is None and not where:
+            return
+        if until is not None and (_seq(until) is None or until < since):
             return
         if not self.catch_ups.take():
             await self.send_json({"error": f"too many catch-up requests: at most one every {CATCH_UP_EVERY:g} s"})
@@ -65,24 +93,54 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         if not await self._may_watch():
             await self._refuse()
             return
-        events, too_many = await database_sync_to_async(thread_catch_up)(self.thread_id, since)
-        if too_many:
-            await self.send_json({"reload": True})  # the page reloads and shows the latest messages
-        for event in events:  # checked once above, not once per message
-            await self._send_message(event)
+        if where:  # a page rendered without a seq asks where the stream is
+            at = await database_sync_to_async(live_stream_seq)(self.stream)
+            self._sent(at)
+            await self.send_json({"stream": self.stream, "at": at})
+            return
+        if until is None:
+            self._sent(since)
+        await self._catch_up(since, until)
+
+    async def _catch_up(self, since: int, until: int | None = None):
+        caught = await database_sync_to_async(live_catch_up)(self.stream, since, until)
+        if caught.reload:
+            self._sent(await database_sync_to_async(live_stream_seq)(self.stream))
+            await self.send_json({"reload": True})  # the page reloads (or refetches) and starts again
+        for frame in caught.frames:  # checked once above, not once per frame
+            self._sent(frame["seq"])
+            await self.send_json(frame)
+
+    def _sent(self, seq: int) -> None:
+        self.sent = seq if self.sent is None else max(self.sent, seq)
+
+    async def _send_lost_pushes_every(self, seconds: float):
+        """A push lost between commit and page (the layer down, a worker killed after commit) is
+        sent from the log within `seconds`, even when no later event shows the page the gap."""
+        while self.group in self.joined:
+            await asyncio.sleep(seconds)
+            if self.sent is None:
+                continue
+            try:
+                latest = await database_sync_to_async(live_stream_seq)(self.stream)
+                if latest > self.sent and await self._still_watching():
+                    await self._catch_up(self.sent)
+            except Exception:
+                log.warning("a %s socket's look for lost pushes failed", self.kind, exc_info=True)
 
     async def disconnect(self, code):
-        if self.rechecks is not None:
-            self.rechecks.cancel()
+        for task in (self.rechecks, self.lost_pushes):
+            if task is not None:
+                task.cancel()
         await self._leave()
 
     async def _recheck_every(self, seconds: float):
-        while thread_group(self.thread_id) in self.joined:
+        while self.group in self.joined:
             await asyncio.sleep(seconds)
             try:
                 allowed = await self._may_watch()
             except Exception:
-                log.warning("a thread socket's access re-check failed; closing it", exc_info=True)
+                log.warning("a %s socket's access re-check failed; closing it", self.kind, exc_info=True)
                 await self._leave()
                 await self.close(code=UNCHECKED)
                 return
@@ -92,25 +150,18 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
 
     async def _still_watching(self) -> bool:
         """Before an event goes out: still joined (not refused) and still allowed."""
-        if thread_group(self.thread_id) not in self.joined:
+        if self.group not in self.joined:
             return False  # refused: an event already queued for this socket is dropped
         if not await self._may_watch():
             await self._refuse()
             return False
         return True
 
-    async def thread_message(self, event):
+    async def live_event(self, event):
+        """A logged event, pushed after its commit (calvin/dashboard/live.py)."""
         if await self._still_watching():
-            await self._send_message(event)
-
-    async def _send_message(self, event):
-        await self.send_json({key: value for key, value in event.items() if key != "type"})
-
-    async def thread_activity(self, event):
-        """What the agent is doing now (a turn started, a tool used, a turn ended): text is escaped by the page."""
-        if not await self._still_watching():
-            return
-        await self.send_json({"activity": {k: str(v)[:4000] for k, v in event.items() if k != "type"}})
+            self._sent(event["frame"]["seq"])
+            await self.send_json(event["frame"])
 
     async def access_recheck(self, event):
         """Pushed when a membership or the user changed: close if that took the access away."""
@@ -122,7 +173,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         await self._refuse()
 
     async def _may_watch(self) -> bool:
-        return await database_sync_to_async(watcher_may_see)(self.session_key, self.user_id, self.thread_id)
+        return await database_sync_to_async(self.may_watch)()
 
     async def _refuse(self):
         await self._leave()  # nothing more reaches this socket, even before the close completes
@@ -136,3 +187,41 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
     async def _leave(self):
         while self.joined:
             await self.channel_layer.group_discard(self.joined.pop(), self.channel_name)
+
+
+class ThreadConsumer(LiveConsumer):
+    """/ws/threads/<id>/: the thread's messages and header, and what its agent does right now."""
+
+    kind = "thread"
+
+    def watched(self):
+        self.thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
+        return thread_group(self.thread_id), thread_stream(self.thread_id)
+
+    def may_watch(self) -> bool:
+        return watcher_may_see(self.session_key, self.user_id, self.thread_id)
+
+    async def thread_message(self, event):
+        """A push without a seq (a caller not yet announcing its message): shown, not counted."""
+        if await self._still_watching():
+            await self.send_json({key: value for key, value in event.items() if key != "type"})
+
+    async def thread_activity(self, event):
+        """What the agent is doing now (a turn started, a tool used, a turn ended): text is escaped by the page."""
+        if not await self._still_watching():
+            return
+        await self.send_json({"activity": {k: str(v)[:4000] for k, v in event.items() if k != "type"}})
+
+
+class WorkspaceConsumer(LiveConsumer):
+    """/ws/workspaces/<id>/: ids and statuses of the workspace's sessions, turns, tool calls,
+    approvals, questions and hosts, for pages that refetch what they show (static/dashboard/live.js)."""
+
+    kind = "workspace"
+
+    def watched(self):
+        self.workspace_id = self.scope["url_route"]["kwargs"]["workspace_id"]
+        return workspace_group(self.workspace_id), workspace_stream(self.workspace_id)
+
+    def may_watch(self) -> bool:
+        return workspace_watcher_may_see(self.session_key, self.user_id, self.workspace_id)

@@ -1,20 +1,256 @@
-"""The live console's subscriptions: what the services announce, pushed to the pages watching."""
+"""The live console: what the services announce, logged with a sequence number per stream and
+pushed to the pages watching after commit.
+
+Streams: `thread:<id>` (what a thread page shows: messages, and the header when the session, a
+turn or its usage changes) and `workspace:<id>` (what the dashboard and the admin change lists
+show: sessions, turns, tool calls, approvals, questions, hosts, usage). A page applies each seq
+once; a push that was lost (the layer down for a moment, a worker killed after commit) is a gap
+the page sees on the next push or reconnect, and it asks for exactly that from the log.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.template.loader import render_to_string
 
 from calvin.dashboard.events import group_send, group_send_quietly, message_event, thread_group
-from calvin.events import AgentActivity, MessagePosted, reacts_to
-from sessions.models import Message
+from calvin.dashboard.models import LiveEvent, LiveStream
+from calvin.dashboard.steps import step_words
+from calvin.events import (
+    AgentActivity,
+    ApprovalChanged,
+    Event,
+    HostChanged,
+    MessagePosted,
+    QuestionChanged,
+    SessionChanged,
+    ToolCallChanged,
+    TurnChanged,
+    UsageRecorded,
+    reacts_to,
+    records,
+)
+from sessions.models import Message, Thread
+
+log = logging.getLogger(__name__)
+
+# One catch-up answer holds at most this much; a page that missed more reloads.
+CATCH_UP_EVENTS = 200
+CATCH_UP_MESSAGES = 100
+CATCH_UP_BYTES = 512 * 1024
+
+# Event type -> (kind in the log, on the thread's stream, on the workspace's stream).
+KINDS: dict[type, tuple[str, bool, bool]] = {
+    MessagePosted: ("message", True, False),
+    SessionChanged: ("session", True, True),
+    TurnChanged: ("turn", True, True),
+    UsageRecorded: ("usage", True, True),
+    ToolCallChanged: ("tool_call", False, True),
+    ApprovalChanged: ("approval", False, True),
+    QuestionChanged: ("question", False, True),
+    HostChanged: ("host", False, True),
+}
+HEADER_KINDS = {"session", "turn", "usage"}
 
 
-@reacts_to(MessagePosted)
-def message_push(event: MessagePosted) -> None:
-    """After commit: the message to the thread's pages (a failed push is logged; pages catch up)."""
-    message = Message.objects.select_related("member", "sender_agent").get(id=event.message_id)
-    group_send(thread_group(message.thread_id), message_event(message, event.replace))
+def thread_stream(thread_id: int) -> str:
+    return f"thread:{thread_id}"
+
+
+def workspace_stream(workspace_id: int) -> str:
+    return f"workspace:{workspace_id}"
+
+
+def workspace_group(workspace_id: int) -> str:
+    return f"workspace.{workspace_id}"
+
+
+def stream_group(stream: str) -> str:
+    scope, _, number = stream.partition(":")
+    return thread_group(int(number)) if scope == "thread" else workspace_group(int(number))
+
+
+def live_stream_seq(stream: str) -> int:
+    """The seq of the stream's latest committed event (0: none yet). Read it before rendering a
+    page: whatever commits after the read has a higher seq, so the page catches it up."""
+    return LiveStream.objects.filter(name=stream).values_list("last_seq", flat=True).first() or 0
+
+
+def _next_seq(stream: str) -> int:
+    # One statement takes the next number and locks the counter row until the announcing
+    # transaction ends. A second transaction announcing into the same stream waits here until
+    # the first commits (then gets the next number) or rolls back (then gets the same number):
+    # so seqs have no gaps, and a stream's seq order is its commit order — a reader that sees
+    # seq n committed always finds n-1 committed too. (An insert on first use, an update after.)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {LiveStream._meta.db_table} (name, last_seq) VALUES (%s, 1) "
+            f"ON CONFLICT (name) DO UPDATE SET last_seq = {LiveStream._meta.db_table}.last_seq + 1 "
+            "RETURNING last_seq",
+            [stream],
+        )
+        return cursor.fetchone()[0]
+
+
+@transaction.atomic
+def live_event_record(*, stream: str, kind: str, payload: dict) -> LiveEvent:
+    return LiveEvent.objects.create(stream=stream, seq=_next_seq(stream), kind=kind, payload=payload)
+
+
+def _payload(event: Event) -> dict:
+    """Ids and statuses only: never rendered HTML, text the agent wrote, or anything secret."""
+    shown = {}
+    for name, value in vars(event).items():
+        if name in ("workspace_id", "thread_id", "extra", "text"):
+            continue
+        if isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= 100):
+            shown[name] = value
+    return shown
+
+
+def _streams(event: Event, on_thread: bool, on_workspace: bool) -> list[str]:
+    # The workspace's counter first, always: two transactions taking the same two rows in the
+    # same order cannot deadlock on them.
+    streams = [workspace_stream(event.workspace_id)] if on_workspace else []
+    thread_id = getattr(event, "thread_id", None)
+    if on_thread and thread_id:
+        streams.append(thread_stream(thread_id))
+    return streams
+
+
+@records(*KINDS)
+def live_log(event: Event) -> None:
+    """Inside the announcing transaction: the event exists exactly when the change does."""
+    kind, on_thread, on_workspace = KINDS[type(event)]
+    payload = _payload(event)
+    for stream in _streams(event, on_thread, on_workspace):
+        row = live_event_record(stream=stream, kind=kind, payload=payload)
+        frame = {"stream": stream, "seq": row.seq, "kind": kind, "payload": payload}
+        transaction.on_commit(lambda frame=frame: _push(frame))
+
+
+def _push(frame: dict) -> None:
+    """After commit. A failed push loses nothing: the page sees the gap and catches up from the log."""
+    try:
+        group_send(stream_group(frame["stream"]), {"type": "live.event", "frame": page_frame(frame)})
+    except Exception:
+        log.warning("live push of %s #%s failed", frame["stream"].split(":")[0], frame["seq"], exc_info=True)
+
+
+def header_html(thread: Thread) -> str:
+    try:
+        from calvin.dashboard.selectors import thread_header_context
+    except ImportError:  # the thread page's part brings it; until then the thread alone
+        context = {"thread": thread}
+    else:
+        context = thread_header_context(thread)
+    return render_to_string("chat/_thread_header.html", {**context, "live": True})
+
+
+def page_frame(frame: dict) -> dict:
+    """What a page gets for one logged event, rendered now from the database."""
+    stream, seq, kind, payload = frame["stream"], frame["seq"], frame["kind"], frame["payload"]
+    if stream.startswith("workspace:"):
+        return {"stream": stream, "seq": seq, "event": kind, **payload}
+    if kind == "message":
+        message = _shown_messages([payload.get("message_id")]).get(payload.get("message_id"))
+        if message is None:
+            return {"seq": seq, "event": kind}  # not shown (yet): a queued send_message
+        shown = message_event(message, bool(payload.get("replace")), list(message.reactions.all()))
+        shown.pop("type")
+        return {**shown, "seq": seq, "event": kind}
+    if kind in HEADER_KINDS:
+        thread = Thread.objects.select_related("workspace", "session").filter(id=_number(stream)).first()
+        return {"seq": seq, "event": kind, "header": header_html(thread) if thread else ""}
+    return {"seq": seq, "event": kind}
+
+
+def _number(stream: str) -> int:
+    return int(stream.partition(":")[2])
+
+
+def _shown_messages(ids) -> dict[int, Message]:
+    query = Message.transcript().filter(id__in=[i for i in ids if isinstance(i, int)])
+    return {m.id: m for m in query.select_related("member", "sender_agent").prefetch_related("reactions")}
+
+
+@dataclass
+class CatchUp:
+    frames: list[dict]
+    reload: bool = False
+
+
+def live_catch_up(stream: str, since: int, until: int | None = None) -> CatchUp:
+    """The events after `since` (up to `until`), or reload when they were forgotten or are too many.
+
+    A thread's message renders once, at its last event in the range (as it is now); earlier
+    events of it, and all but the last header change, go as bare seqs the page just counts.
+    """
+    query = LiveEvent.objects.filter(stream=stream, seq__gt=since).order_by("seq")
+    if until is not None:
+        query = query.filter(seq__lte=until)
+    events = list(query.values("seq", "kind", "payload")[: CATCH_UP_EVENTS + 1])
+    last = live_stream_seq(stream)
+    expected = (min(until, last) if until is not None else last) - since
+    if len(events) > CATCH_UP_EVENTS or (expected > 0 and (not events or events[0]["seq"] != since + 1)):
+        return CatchUp([], reload=True)  # too many, or forgotten by the retention sweep
+    if stream.startswith("workspace:"):
+        return CatchUp([{"stream": stream, "seq": e["seq"], "event": e["kind"], **e["payload"]} for e in events])
+    return _thread_catch_up(stream, events)
+
+
+def _thread_catch_up(stream: str, events: list[dict]) -> CatchUp:
+    message_ids = [e["payload"].get("message_id") for e in events if e["kind"] == "message"]
+    if len(set(message_ids)) > CATCH_UP_MESSAGES:
+        return CatchUp([], reload=True)
+    messages = _shown_messages(message_ids)
+    last_of = {}  # ("message", id) or "header" -> the seq that carries it
+    for event in events:
+        if event["kind"] == "message":
+            last_of[("message", event["payload"].get("message_id"))] = event["seq"]
+        elif event["kind"] in HEADER_KINDS:
+            last_of["header"] = event["seq"]
+    # A message the range also posted may be new to the page: "replace" only when changed since.
+    replaced = {e["payload"].get("message_id") for e in events if e["payload"].get("replace")}
+    frames, size, header = [], 0, None
+    for event in events:
+        seq, kind = event["seq"], event["kind"]
+        frame = {"seq": seq, "event": kind}
+        message = messages.get(event["payload"].get("message_id")) if kind == "message" else None
+        if message is not None and last_of[("message", message.id)] == seq:
+            frame.update(message_event(message, message.id in replaced, list(message.reactions.all())), seq=seq)
+            size += len(frame["html"].encode())
+        elif kind in HEADER_KINDS and last_of["header"] == seq:
+            if header is None:
+                thread = Thread.objects.select_related("workspace", "session").get(id=_number(stream))
+                header = header_html(thread)
+            frame["header"] = header
+            size += len(header.encode())
+        frame.pop("type", None)
+        frames.append(frame)
+        if size > CATCH_UP_BYTES:
+            return CatchUp([], reload=True)
+    return CatchUp(frames)
+
+
+def live_events_forget(*, before) -> int:
+    """The retention sweep: events older than `before` go (the counters stay, so seqs never restart)."""
+    deleted, _ = LiveEvent.objects.filter(created_at__lt=before).delete()
+    return deleted
 
 
 @reacts_to(AgentActivity)
 def activity_push(event: AgentActivity) -> None:
+    """What the agent does right now: pushed, not logged (it is stale by the next step, and the
+    header, which is logged, says whether a turn runs)."""
     group_send_quietly(
         thread_group(event.thread_id),
-        {"type": "thread.activity", "kind": event.kind, "text": event.text, "name": event.name},
+        {
+            "type": "thread.activity",
+            "kind": event.kind,
+            "text": event.text,
+            "name": event.name,
+            "step": step_words(event.kind, event.name, event.text),
+        },
     )

@@ -43,6 +43,15 @@ def watcher_may_see(session_key: str | None, user_id: int | None, thread_id: int
     return user is not None and thread_visible_to(user, thread_id)
 
 
+def workspace_watcher_may_see(session_key: str | None, user_id: int | None, workspace_id: int) -> bool:
+    """A workspace's live socket (dashboard, admin change lists) may (still) watch it: logged in as
+    that person, and a member of it (superusers run every workspace, as in the admin)."""
+    user = login_still_valid(session_key, user_id) if user_id is not None else None
+    if user is None:
+        return False
+    return user.is_superuser or Member.objects.filter(user=user, workspace_id=workspace_id).exists()
+
+
 def thread_messages_page(thread: Thread, *, before: int | None, size: int) -> tuple[list, bool]:
     """The `size` messages before message `before` (or the latest), oldest first, and whether earlier ones exist."""
     query = Message.transcript().filter(thread=thread).select_related("member", "sender_agent")

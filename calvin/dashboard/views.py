@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from calvin.dashboard.actions import ActionRefused, action_press
 from calvin.dashboard.forms import ReplyForm
+from calvin.dashboard.live import live_stream_seq, thread_stream
 from calvin.dashboard.selectors import (
     member_in,
     memberships_of,
@@ -55,10 +56,14 @@ def thread_detail(request, thread_id: int):
     if before is not None and not (before.isdigit() and len(before) < 19):
         return HttpResponseBadRequest("before must be a message id.")
     before = int(before) if before is not None else None
+    # Read before the messages: whatever commits after this read has a higher seq, which the
+    # page's socket then catches up (calvin/dashboard/live.py).
+    live_seq = live_stream_seq(thread_stream(thread.id))
     # Not `messages`: that name is Django's notices (base.html shows them above every page).
     page, has_earlier = thread_messages_page(thread, before=before, size=THREAD_PAGE_SIZE)
     context = {**thread_header_context(thread), "thread_messages": page, "has_earlier": has_earlier}
     context["live"] = before is None
+    context["live_seq"] = live_seq
     return render(request, "chat/thread.html", {**context, "form": ReplyForm()})
 
 

@@ -172,3 +172,24 @@ def off_the_loop(fn, *args, **kwargs):
     """Run fn in another thread: Playwright's loop in this one refuses `asyncio.run` (the MCP client)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(fn, *args, **kwargs).result(timeout=60)
+
+
+def thread_seq(thread_id: int) -> int:
+    """The thread's live seq now: a page rendered now would carry it (calvin/dashboard/live.py)."""
+    from calvin.dashboard.live import live_stream_seq, thread_stream
+
+    return live_stream_seq(thread_stream(thread_id))
+
+
+def announced_message(thread_id: int, text: str = "hello", **fields):
+    """An agent's message stored and announced as the services do (so it is in the live log)."""
+    from django.db import transaction
+
+    from calvin.events import MessagePosted, announce
+    from sessions.models import Message, Thread
+
+    with transaction.atomic():
+        message = Message.objects.create(thread_id=thread_id, author=Message.Author.AGENT, text=text, **fields)
+        workspace_id = Thread.objects.values_list("workspace_id", flat=True).get(id=thread_id)
+        announce(MessagePosted(workspace_id=workspace_id, thread_id=thread_id, message_id=message.id))
+    return message

@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from sessions.models import Message
-from tests.dashboard.conftest import OWNER_PASSWORD, browser_login
+from tests.dashboard.conftest import OWNER_PASSWORD, announced_message, browser_login
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,11 +19,7 @@ def test_a_page_that_missed_too_much_reloads_and_shows_the_latest_messages(gatew
     def post_a_lot_before_the_script_runs(route):
         # Between the page's render and its socket's catch-up, 101 messages arrive: more than one answer holds.
         if not missed:
-            missed.extend(
-                Message.objects.bulk_create(
-                    [Message(thread_id=thread_id, author=Message.Author.AGENT, text=f"missed {i}") for i in range(101)]
-                )
-            )
+            missed.extend(announced_message(thread_id, f"missed {i}") for i in range(101))
         route.continue_()
 
     page.route("**/static/dashboard/thread.js", post_a_lot_before_the_script_runs)

@@ -7,7 +7,7 @@ import pytest
 
 from sessions.models import Message
 from tests.conftest import text_of, wait_for
-from tests.dashboard.conftest import OWNER_PASSWORD, login_cookie, ws_connect
+from tests.dashboard.conftest import OWNER_PASSWORD, login_cookie, thread_seq, ws_connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,7 +52,7 @@ def test_a_queued_send_message_is_not_in_the_transcript_until_delivered(gateway,
     page = httpx2.get(f"{gateway}/threads/{agent.session.thread_id}/", cookies={"sessionid": sessionid})
     assert page.status_code == 200 and f"message-{message_id}" not in page.text
     with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
-        ws.send(json.dumps({"since": 0}))
+        ws.send(json.dumps({"since": thread_seq(agent.session.thread_id)}))
         monkeypatch.undo()
         services.common.publish_effect(held[0])
         event = next_event(ws)
@@ -66,14 +66,19 @@ def test_a_page_that_reconnects_gets_the_edits_and_reactions_it_missed(gateway, 
     wait_for(lambda: Message.objects.get(id=sent).delivered_at)
     untouched = nano.call("send_message", {"text": "Unchanged", "to": "thread"}).structured_content["messageId"]
     wait_for(lambda: Message.objects.get(id=untouched).delivered_at)
+    rendered_at = thread_seq(agent.session.thread_id)  # a page that had both messages, as first sent
     # While no page watches: an edit and a reaction.
     assert not nano.call("edit_message", {"messageId": sent, "text": "Tests passed"}).is_error
     assert not nano.call("add_reaction", {"messageId": sent, "emoji": "tada"}).is_error
     wait_for(lambda: Message.objects.get(id=sent).edited_at and Message.objects.get(id=sent).reactions.exists())
     sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
     with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
-        ws.send(json.dumps({"since": untouched}))  # the page had both messages, as first sent
-        event = next_event(ws)
+        ws.send(json.dumps({"since": rendered_at}))
+        # The edit and the reaction: two seqs, the message rendered once (as it is now), at the last.
+        frames = [next_event(ws), next_event(ws)]
+    assert [f["seq"] for f in frames] == [rendered_at + 1, rendered_at + 2]
+    assert "html" not in frames[0]
+    event = frames[1]
     assert event["id"] == sent and event["replace"]
     assert "<p>Tests passed</p>" in event["html"] and 'data-emoji="tada"' in event["html"]
     # And a page loaded now shows both, from the server.

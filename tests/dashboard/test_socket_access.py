@@ -14,7 +14,16 @@ from calvin.dashboard import signals as dashboard_signals
 from calvin.dashboard.events import group_send, thread_group
 from sessions.models import Message
 from tests.conftest import text_of, wait_for
-from tests.dashboard.conftest import CARD, OWNER_PASSWORD, log_out, logged_in, login_cookie, ws_connect
+from tests.dashboard.conftest import (
+    CARD,
+    OWNER_PASSWORD,
+    announced_message,
+    log_out,
+    logged_in,
+    login_cookie,
+    thread_seq,
+    ws_connect,
+)
 from tools.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,7 +50,7 @@ def post_card_and_wait(agent) -> None:
 
 
 def agent_message(thread_id: int, text: str = "hello") -> Message:
-    return Message.objects.create(thread_id=thread_id, author=Message.Author.AGENT, text=text)
+    return announced_message(thread_id, text)
 
 
 def test_logging_out_closes_the_socket_and_no_message_follows(gateway, agent):
@@ -150,59 +159,67 @@ def test_a_membership_removed_without_a_push_closes_the_socket_on_the_next_event
 
 
 def test_catch_up_requests_are_rate_limited_per_socket(gateway, agent):
+    before = thread_seq(agent.session.thread_id)
     message = agent_message(agent.session.thread_id)
     sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
     with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
         for _ in range(8):
-            ws.send(json.dumps({"since": message.id - 1}))
+            ws.send(json.dumps({"since": before}))
         frames = [json.loads(ws.recv(timeout=10)) for _ in range(8)]
         assert [f.get("id") for f in frames[:5]] == [message.id] * 5
         assert all("too many catch-up requests" in f["error"] and "id" not in f for f in frames[5:])
         assert_still_open(ws)  # nothing else was sent for the refused ones
 
         time.sleep(2.1)  # one more every 2 s
-        ws.send(json.dumps({"since": message.id - 1}))
+        ws.send(json.dumps({"since": before}))
         assert json.loads(ws.recv(timeout=10))["id"] == message.id
-        ws.send(json.dumps({"since": message.id - 1}))
+        ws.send(json.dumps({"since": before}))
         assert "error" in json.loads(ws.recv(timeout=10))
 
 
 def test_a_catch_up_answers_a_bounded_batch_or_tells_the_page_to_reload(gateway, make_agent):
     thread_id = make_agent().session.thread_id
-    first = agent_message(thread_id, "first")
-    Message.objects.bulk_create(
-        [Message(thread_id=thread_id, author=Message.Author.AGENT, text=f"m{i}") for i in range(99)]
-    )
+    start = thread_seq(thread_id)
+    for i in range(100):
+        agent_message(thread_id, f"m{i}")
     sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
     with ws_connect(gateway, thread_id, sessionid=sessionid) as ws:
-        ws.send(json.dumps({"since": first.id - 1}))  # exactly 100 missed: all sent
+        ws.send(json.dumps({"since": start}))  # exactly 100 missed: all sent
         frames = [json.loads(ws.recv(timeout=10)) for _ in range(100)]
         all_ids = list(Message.objects.filter(thread_id=thread_id).values_list("id", flat=True))
         assert [f["id"] for f in frames] == all_ids
+        assert [f["seq"] for f in frames] == list(range(start + 1, start + 101))
         assert_still_open(ws)
 
-        agent_message(thread_id, "one more")  # 101 missed since the start: reload instead
-        ws.send(json.dumps({"since": first.id - 1}))
+    # Each made while no socket watches (a watching one would get them pushed).
+    agent_message(thread_id, "one more")  # 101 missed since the start: reload instead
+    with ws_connect(gateway, thread_id, sessionid=sessionid) as ws:
+        ws.send(json.dumps({"since": start}))
         assert json.loads(ws.recv(timeout=10)) == {"reload": True}
         assert_still_open(ws)
 
-        # Few messages but too many bytes: 3 x 200 KB is more than one answer's 512 KiB.
-        big = [agent_message(thread_id, "x" * 200_000) for _ in range(3)]
-        ws.send(json.dumps({"since": big[0].id - 1}))
+    # Few messages but too many bytes: 3 x 200 KB is more than one answer's 512 KiB.
+    before_big = thread_seq(thread_id)
+    big = [agent_message(thread_id, "x" * 200_000) for _ in range(3)]
+    with ws_connect(gateway, thread_id, sessionid=sessionid) as ws:
+        ws.send(json.dumps({"since": before_big}))
         assert json.loads(ws.recv(timeout=10)) == {"reload": True}
         assert_still_open(ws)
-        ws.send(json.dumps({"since": big[1].id - 1}))  # two of them fit
+        ws.send(json.dumps({"since": before_big + 1}))  # two of them fit
         assert [json.loads(ws.recv(timeout=10))["id"] for _ in range(2)] == [big[1].id, big[2].id]
 
 
 def test_garbage_frames_are_ignored_and_the_socket_keeps_working(gateway, agent):
+    before = thread_seq(agent.session.thread_id)
     message = agent_message(agent.session.thread_id)
     sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
     with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
-        for garbage in ("{not json", b"\x00\xff", "[]", '{"since": "0"}', '{"since": true}', "null"):
-            ws.send(garbage)
+        garbage = ["{not json", b"\x00\xff", "[]", '{"since": "0"}', '{"since": true}', "null", '{"since": -1}']
+        garbage += ['{"since": null}', '{"since": 0, "until": "x"}', f'{{"since": {before + 1}, "until": {before}}}']
+        for frame in garbage:
+            ws.send(frame)
         assert_still_open(ws)
-        ws.send(json.dumps({"since": message.id - 1}))
+        ws.send(json.dumps({"since": before}))
         assert json.loads(ws.recv(timeout=10))["id"] == message.id
 
 

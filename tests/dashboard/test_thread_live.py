@@ -7,7 +7,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from sessions.models import Message
 from tests.conftest import text_of, wait_for
-from tests.dashboard.conftest import CARD, OWNER_PASSWORD, STRANGER_PASSWORD, login_cookie, ws_connect
+from tests.dashboard.conftest import CARD, OWNER_PASSWORD, STRANGER_PASSWORD, login_cookie, thread_seq, ws_connect
 from tools.models import ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,9 +39,10 @@ def test_a_member_receives_the_agents_card_live(gateway, agent):
     assert "All green except one flaky test." in html
     assert "<th>Suite</th>" in html and "<td>web</td>" in html and "<td>198</td>" in html
     assert "<strong>Branch</strong><br>release-7" in html
-    # Both charts as inline SVG: bars for the bar chart, a polyline for the line chart.
-    assert "<strong>Minutes per suite</strong>" in html and "<title>minutes: 9</title></rect>" in html
-    assert "<strong>Build minutes this week</strong>" in html and "<title>total</title></polyline>" in html
+    # Both charts as inline SVG with axes: bars for the bar chart, a line through points for the line chart.
+    assert "<strong>Minutes per suite</strong>" in html and "<title>minutes · api · 9</title></rect>" in html
+    assert "<strong>Build minutes this week</strong>" in html and "<title>total · Mon · 15</title></circle>" in html
+    assert html.count('<g class="axes"') == 2
     assert 'href="https://ci.example.com/runs/4711"' in html and ">Open the logs</a>" in html
 
 
@@ -92,15 +93,17 @@ def test_a_websocket_from_another_origin_is_refused(gateway, make_agent):
 
 
 def test_a_page_that_connects_late_catches_up_on_what_it_missed(gateway, agent):
+    rendered_at = thread_seq(agent.session.thread_id)  # a page rendered now
     result = agent.call("post_card", {"spec": CARD})
     assert not result.is_error, text_of(result)
     call_id = result.structured_content["tool_call_id"]
     message = wait_for(lambda: Message.objects.filter(tool_call_id=call_id).first())
     sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
     with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
-        ws.send(json.dumps({"since": message.id - 1}))
+        ws.send(json.dumps({"since": rendered_at}))
         event = json.loads(ws.recv(timeout=10))
         assert event["id"] == message.id and "Nightly build report" in event["html"]
-        ws.send(json.dumps({"since": message.id}))  # nothing newer: nothing sent
+        assert event["seq"] == rendered_at + 1
+        ws.send(json.dumps({"since": event["seq"]}))  # nothing newer: nothing sent
         with pytest.raises(TimeoutError):
             ws.recv(timeout=1)
