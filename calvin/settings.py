@@ -342,9 +342,13 @@ FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"client_errors_short": {"()": "calvin.log_filters.ClientErrorsWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
+        # A 403 or 404 is one line ("Forbidden (Permission denied): /threads/7/"), not a traceback.
+        "django.request": {"filters": ["client_errors_short"]},
+        "django.security.csrf": {"filters": ["client_errors_short"]},
         # The MCP SDK logs every rejected argument at INFO; keep the console readable.
         "mcp": {"level": "WARNING"},
     },

@@ -1,9 +1,10 @@
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import include, path, re_path
 
 from calvin import health
+from calvin.dashboard.views import favicon
+from calvin.static_files import static_serve
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -11,6 +12,8 @@ urlpatterns = [
     # Probes for load balancers and orchestrators (calvin/health.py): no login, nothing secret.
     path("healthz", health.liveness, name="healthz"),
     path("readyz", health.readiness, name="readyz"),
+    # Browsers ask for /favicon.ico whatever the page links: send them to the SVG, not a 404.
+    path("favicon.ico", favicon, name="favicon"),
     path("accounts/", include("calvin.accounts.urls")),
     path("", include("calvin.chat.slack.urls")),
     path("", include("calvin.dashboard.urls")),
@@ -18,4 +21,4 @@ urlpatterns = [
 
 if settings.CALVIN_SERVE_STATIC:
     # The embedded install has no separate static server; a deployment may use a CDN instead.
-    urlpatterns.append(re_path(r"^static/(?P<path>.*)$", serve_static, {"insecure": True}))
+    urlpatterns.append(re_path(r"^static/(?P<path>.*)$", static_serve, {"insecure": True}))

@@ -5,8 +5,10 @@ import asyncio
 from django.conf import settings
 from django.contrib import messages as django_messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponseBadRequest, HttpResponseForbidden, JsonResponse, StreamingHttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
@@ -31,6 +33,13 @@ def login_locked_out(request, *args, **kwargs):
     from everywhere, or this address for every username (AXES_LOCKOUT_CALLABLE)."""
     minutes = round(settings.AXES_COOLOFF_TIME * 60)  # axes reads the setting as hours
     return render(request, "registration/locked_out.html", {"minutes": minutes}, status=429)
+
+
+def favicon(request):
+    """/favicon.ico, which browsers ask for on their own: the SVG icon, cached for a day."""
+    response = redirect(static("dashboard/favicon.svg"))
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
 
 
 @login_required
@@ -104,7 +113,8 @@ def thread_stop(request, thread_id: int):
     member = member_in(request.user, thread.workspace_id)
     session = thread.session
     if not session.may_be_decided_by(member):
-        return HttpResponseForbidden("Only the person who started this session or a workspace admin can stop it.")
+        # The 403 page (templates/403.html) says it in Calvin's look, with a way back.
+        raise PermissionDenied("Only the person who started this session or a workspace admin can stop it.")
     outcome = session_stop(session_id=session.id, member=member, via="web")
     django_messages.info(request, f"Stop: {outcome}.")
     return redirect("dashboard:thread", thread_id=thread.id)
