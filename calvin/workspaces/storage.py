@@ -8,7 +8,7 @@ refused later, or deleted, gives its bytes back.
 
 from django.db import transaction
 from django.db.models import BigIntegerField, F, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Cast, Coalesce
 
 from calvin.workspaces.models import Quota, StorageUsage
 from calvin.workspaces.quotas import PREFIX, quota_default, quota_limit
@@ -18,8 +18,9 @@ MIB = 1024 * 1024
 
 def _limit_bytes(workspace_id: int):
     limit = Quota.objects.filter(workspace_id=workspace_id).values("storage_mib")[:1]
-    mib = Coalesce(Subquery(limit), Value(quota_default("storage_mib")), output_field=BigIntegerField())
-    return mib * MIB
+    mib = Coalesce(Subquery(limit), Value(quota_default("storage_mib")))
+    # In bytes, as a bigint: 10,240 MiB is past a 32-bit integer.
+    return Cast(mib, BigIntegerField()) * Value(MIB, output_field=BigIntegerField())
 
 
 def storage_refusal(*, workspace_id: int, size: int, what: str) -> str:
