@@ -121,6 +121,7 @@ def turn_usage_record(*, turns: list[Turn], raw, seconds: float, host_id: int | 
     Turn.objects.filter(id=batch.id).update(**fields)
     _cost_raise(batch, usage.cost_usd)
     session = batch.session
+    _audited(batch, fields)
     announce(
         UsageRecorded(
             workspace_id=session.workspace_id,
@@ -132,6 +133,15 @@ def turn_usage_record(*, turns: list[Turn], raw, seconds: float, host_id: int | 
         )
     )
     return usage
+
+
+def _audited(turn: Turn, fields: dict) -> None:
+    """The turn's usage in the audit log, so the audit export carries every turn's spend."""
+    from calvin.audit.services import audit_record
+
+    changes = {name: (None, value) for name, value in fields.items() if value}
+    changes["cost_usd"] = (None, None if turn.cost_usd is None else str(turn.cost_usd))
+    audit_record(verb="turn.usage", workspace=turn.session.workspace_id, target=turn, changes=changes, via="system")
 
 
 @transaction.atomic

@@ -8,6 +8,8 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from calvin.audit.export import audit_export_lines
+from calvin.audit.models import AuditEvent
 from calvin.workspaces.models import DailyUsage, Quota
 from calvin.workspaces.spend import spend_month_usd
 from sessions.host.stream_json import ClaudeStream, result_usage, usage_added
@@ -131,6 +133,11 @@ def test_a_claude_code_turns_usage_is_recorded_on_the_turn_and_the_days_spend(ho
     totals = session_usage(session_id=session.id)
     assert totals["all"]["cost_usd"] == Decimal("0.012300") and totals["month"]["tokens"] == 6052
     assert totals["all"]["turns"] == 1
+    # And in the audit log (so in its export), as the system's record of the turn.
+    event = AuditEvent.objects.get(verb="turn.usage", workspace_id=workspace.id)
+    assert event.changes["cost_usd"][1] == "0.012300" and event.changes["output_tokens"][1] == 340
+    lines = [json.loads(line) for line in audit_export_lines(AuditEvent.objects.filter(id=event.id), format="jsonl")]
+    assert lines[0]["verb"] == "turn.usage" and "0.012300" in json.dumps(lines[0])
 
 
 def test_a_turn_that_reports_nothing_records_its_minutes_only(host, workspace):
