@@ -22,6 +22,7 @@ urlpatterns = [
     path("threads/<int:thread_id>/", views.thread_detail, name="thread"),
     path("threads/<int:thread_id>/reply/", views.thread_reply, name="thread-reply"),
     path("threads/<int:thread_id>/stop/", views.thread_stop, name="thread-stop"),
+    path("threads/<int:thread_id>/connect/", views.thread_connect, name="thread-connect"),
     path("threads/<int:thread_id>/actions/<slug:action>/<int:target_id>/", views.thread_action, name="thread-action"),
     path("threads/<int:thread_id>/files/<int:message_id>/", views.message_file, name="message-file"),
     # request_secret's private form (calvin/dashboard/secret_form.py)

@@ -1,6 +1,7 @@
 """The dashboard and the web channel: thin views over selectors and services."""
 
 import asyncio
+import json
 
 from django.conf import settings
 from django.contrib import messages as django_messages
@@ -12,7 +13,9 @@ from django.templatetags.static import static
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
+from calvin.chat.links import public_base
 from calvin.dashboard.actions import ActionRefused, action_press
+from calvin.dashboard.connect import ConnectRefused, external_runner_issue
 from calvin.dashboard.forms import ReplyForm
 from calvin.dashboard.live import live_stream_seq, thread_stream
 from calvin.dashboard.selectors import (
@@ -118,6 +121,25 @@ def thread_stop(request, thread_id: int):
     outcome = session_stop(session_id=session.id, member=member, via="web")
     django_messages.info(request, f"Stop: {outcome}.")
     return redirect("dashboard:thread", thread_id=thread.id)
+
+
+@login_required
+@require_POST
+def thread_connect(request, thread_id: int):
+    """An external agent's session: a new runner token, its .mcp.json shown once (never cached)."""
+    thread = thread_for(request.user, thread_id)
+    try:
+        runner, snippet = external_runner_issue(
+            session=thread.session,
+            member=member_in(request.user, thread.workspace_id),
+            base_url=public_base(),
+        )
+    except ConnectRefused as refusal:
+        raise PermissionDenied(str(refusal)) from None
+    context = {"thread": thread, "runner": runner, "mcp_json": json.dumps(snippet, indent=2)}
+    response = render(request, "chat/connect.html", context)
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 async def _read_in_chunks(handle, size: int = 256 * 1024):

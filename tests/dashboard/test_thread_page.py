@@ -2,19 +2,38 @@
 external agent's "waiting for your agent" with its .mcp.json, replies sent without a reload,
 Stop's notice, and no junk list of the thread's messages above it."""
 
+import json
 import re
 from pathlib import Path
 
+import httpx2
 import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from calvin.audit.models import AuditEvent
 from calvin.chat.links import public_base
 from calvin.workspaces.models import Agent
 from calvin.workspaces.services import agent_create
-from sessions.models import Host, Message, Session, Turn
-from sessions.services import agent_reply_post, inbox_post, message_post_by_person, session_start, system_notice_post
-from tests.dashboard.conftest import MEMBER_PASSWORD, OWNER_PASSWORD, browser_login
+from sessions.models import Host, Message, Runner, Session, Turn
+from sessions.services import (
+    agent_reply_post,
+    inbox_post,
+    message_post_by_person,
+    runner_start,
+    session_start,
+    system_notice_post,
+)
+from tests.conftest import Agent as ExternalAgent
+from tests.dashboard.conftest import (
+    MEMBER_PASSWORD,
+    OWNER_PASSWORD,
+    STRANGER_PASSWORD,
+    browser_login,
+    csrf_token_in,
+    logged_in,
+    off_the_loop,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -219,3 +238,51 @@ def test_screenshot_of_a_thread_page(gateway, workspace, owner_member, page):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "thread.png"), full_page=True)
     assert (SCREENSHOTS / "thread.png").stat().st_size > 10_000
+
+
+def test_an_external_agents_token_is_made_on_the_page_and_shown_once(gateway, workspace, owner_member, page):
+    yours = agent_create(workspace=workspace, name="yours", provider=Agent.Provider.EXTERNAL)
+    session = session_start(workspace=workspace, owner=owner_member, agent=yours, title="My own agent")
+    earlier, earlier_token = runner_start(session=session)
+    browser_login(page, gateway, "owner", OWNER_PASSWORD)
+    page.goto(f"{gateway}/threads/{session.thread_id}/")
+    with page.expect_response(lambda r: r.url.endswith("/connect/")) as answer:
+        page.click("#make-token")
+    assert answer.value.headers["cache-control"] == "no-store"
+    issued = json.loads(page.locator("#mcp-json-issued").inner_text())
+    tokens = {s["headers"]["Authorization"].removeprefix("Bearer ") for s in issued["mcpServers"].values()}
+    assert len(tokens) == 1
+    (token,) = tokens
+    runner = Runner.objects.get(session=session, revoked_at__isnull=True)
+    assert runner.generation == earlier.generation + 1 and token.startswith(runner.token_hint)
+    # The new token reaches Calvin's MCP server; the earlier one no longer does.
+    agent = ExternalAgent(session=session, runner=runner, token=token, url=f"{gateway}/mcp")
+    assert "read_thread" in {tool.name for tool in off_the_loop(agent.list_tools)}
+    with httpx2.Client() as http:
+        refused = http.post(f"{gateway}/mcp", headers={"Authorization": f"Bearer {earlier_token}"}, json={})
+    assert refused.status_code == 401
+    assert AuditEvent.objects.filter(verb="runner.token_issue", target_id=str(runner.id), actor_user=owner_member.user)
+    # Back on the thread, the token is not shown again.
+    page.click("#back-to-thread")
+    assert token not in page.content()
+
+
+def test_only_who_may_steer_makes_an_external_agents_token(
+    gateway, workspace, owner_member, plain_member, stranger_member, page
+):
+    yours = agent_create(workspace=workspace, name="yours", provider=Agent.Provider.EXTERNAL)
+    session = session_start(workspace=workspace, owner=owner_member, agent=yours, title="Owner's agent")
+    hosted = session_start(workspace=workspace, owner=owner_member, title="Calvin runs this one")
+    with logged_in(gateway, "member", MEMBER_PASSWORD) as http:
+        token = csrf_token_in(http.get(f"/threads/{session.thread_id}/").text)
+        refused = http.post(f"/threads/{session.thread_id}/connect/", data={"csrfmiddlewaretoken": token})
+        assert refused.status_code == 403 and "workspace admin can make its token" in refused.text
+    with logged_in(gateway, "owner", OWNER_PASSWORD) as http:
+        token = csrf_token_in(http.get(f"/threads/{hosted.thread_id}/").text)
+        refused = http.post(f"/threads/{hosted.thread_id}/connect/", data={"csrfmiddlewaretoken": token})
+        assert refused.status_code == 403 and "Calvin runs this session&#x27;s agent itself" in refused.text
+    with logged_in(gateway, "stranger", STRANGER_PASSWORD) as http:
+        token = csrf_token_in(http.get("/", follow_redirects=True).text)
+        refused = http.post(f"/threads/{session.thread_id}/connect/", data={"csrfmiddlewaretoken": token})
+        assert refused.status_code == 404
+    assert not Runner.objects.filter(session__in=[session, hosted]).exists()
