@@ -274,13 +274,14 @@ class QuotaAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
         "turns_today",
         "tool_calls_today",
         "agent_minutes_this_month",
+        "spend_this_month",
         "storage_mib",
     ]
     list_select_related = ["workspace"]
     search_fields = ["workspace__name"]
     limits = ["concurrent_sessions", "turns_per_day", "agent_minutes_per_month", "tool_calls_per_day", "storage_mib"]
     limits += ["monthly_spend_cap_usd", "session_spend_cap_usd"]
-    usage = ["turns_today", "tool_calls_today", "agent_minutes_this_month"]
+    usage = ["turns_today", "tool_calls_today", "agent_minutes_this_month", "spend_this_month"]
 
     def get_queryset(self, request):
         # Use is read in the same query as the quotas: one query for the list, however long.
@@ -312,12 +313,17 @@ class QuotaAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     def agent_minutes_this_month(self, obj):
         return f"{obj.month_agent_seconds / 60:.1f} of {obj.agent_minutes_per_month}"
 
+    @admin.display(description="spend this month (UTC)")
+    def spend_this_month(self, obj):
+        cap = obj.monthly_spend_cap_usd
+        return f"${obj.month_cost_usd:,.2f}" + (f" of ${cap:,.2f}" if cap is not None else " (no cap)")
+
 
 @admin.register(DailyUsage)
 class DailyUsageAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
     """What was counted against the quotas: written only by the counting services, never here."""
 
-    list_display = ["day", "workspace", "turns", "tool_calls", "agent_minutes"]
+    list_display = ["day", "workspace", "turns", "tool_calls", "agent_minutes", "cost_usd"]
     list_select_related = ["workspace"]
     # RelatedOnly: a workspace admin's filter lists their own workspaces, not every tenant's name.
     list_filter = [("workspace", admin.RelatedOnlyFieldListFilter)]

@@ -13,7 +13,7 @@ import math
 from datetime import UTC, date, datetime, timedelta
 
 from django.db import transaction
-from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery, Sum, Value
+from django.db.models import DecimalField, F, IntegerField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThan
 
@@ -225,8 +225,17 @@ def quotas_with_usage(*, queryset: QuerySet | None = None, now: datetime | None 
         row = DailyUsage.objects.filter(workspace_id=OuterRef("workspace_id"), day=today).values(field)[:1]
         return Coalesce(Subquery(row), Value(0), output_field=IntegerField())
 
+    first, following = month_bounds(today)
+    month_cost = (
+        DailyUsage.objects.filter(workspace_id=OuterRef("workspace_id"), day__gte=first, day__lt=following)
+        .values("workspace_id")
+        .annotate(total=Sum("cost_usd"))
+        .values("total")
+    )
+    money = DecimalField(max_digits=14, decimal_places=6)
     return (Quota.objects.all() if queryset is None else queryset).annotate(
         today_turns=today_count("turns"),
         today_tool_calls=today_count("tool_calls"),
         month_agent_seconds=month_agent_seconds_expression(workspace=OuterRef("workspace_id"), day=today),
+        month_cost_usd=Coalesce(Subquery(month_cost), Value(0), output_field=money),
     )
