@@ -42,7 +42,12 @@ class ToolCall(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["status", "created_at"])]
+        indexes = [
+            models.Index(fields=["status", "created_at"]),
+            # The dashboard's charts read a time range of calls (calvin/dashboard/chart_selectors.py):
+            # covering, so the range's session and tool come from the index alone (bench/charts.py).
+            models.Index(fields=["created_at"], include=["session", "tool"], name="toolcall_created_covering"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool} #{self.pk} ({self.status})"

@@ -4,13 +4,15 @@ Each selector returns `series` for calvin.dashboard.svg_charts: [(name, [(x_labe
 with every bucket of the period present (zero where nothing happened), so the x axis reads as
 time. GROUP BY runs in the database on PostgreSQL and SQLite alike (Django's Trunc); approval
 latency's percentiles are percentile_cont on PostgreSQL and are computed here from the day's
-latencies on SQLite (the embedded `up`), which has no such aggregate.
+latencies on SQLite (the embedded `up`), which has no such aggregate. Tool calls, the table that
+grows to millions, are grouped per hour and each settled hour's counts kept in the cache.
 """
 
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from django.core.cache import cache
 from django.db import connection
 from django.db.models import Aggregate, Count, F, FloatField, Func, Sum
 from django.db.models.functions import Trunc
@@ -21,6 +23,11 @@ from sessions.models import Turn
 from tools.models import ToolCall
 
 MAX_TOOLS = 8  # the busiest tools by name; the rest share "other"
+HOUR, DAY = timedelta(hours=1), timedelta(days=1)
+# An hour is settled (its count kept) this long after it ended: a call's row carries the time it
+# was made, and its transaction commits a moment later.
+SETTLE = timedelta(minutes=5)
+CACHE_SECONDS = 35 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -80,30 +87,109 @@ def _series(starts, period, values: dict, *, scale=lambda v: v) -> list[tuple[st
     return [(bucket_label(s, period), scale(values.get(s, 0) or 0)) for s in starts]
 
 
-def tool_calls_by_tool(workspace, period: Period, *, now=None):
-    """Tool calls per hour (24 h) or per day, one series per tool."""
-    starts, within, bucket = _bucketed(period, now, "created_at")
-    rows = (
-        ToolCall.objects.filter(session__workspace=workspace, **within)
-        .annotate(bucket=bucket)
-        .values("bucket", "tool")
-        .annotate(n=Count("id"))
-        .order_by()
+def _grouped_hours(queryset, field: str, group: str, **sums) -> dict[datetime, dict[str, float]]:
+    """{hour: {group value: number}} in one GROUP BY: a count per `group`, or with `sums`
+    ({name: aggregate}) each sum under its name."""
+    rows = queryset.annotate(bucket=Trunc(field, "hour", tzinfo=UTC)).order_by()
+    hours: dict[datetime, dict[str, float]] = defaultdict(dict)
+    if sums:
+        for row in rows.values("bucket").annotate(**sums):
+            hours[_as_key(row["bucket"])] = {name: float(row[name] or 0) for name in sums}
+    else:
+        for row in rows.values("bucket", group).annotate(n=Count("id")):
+            hours[_as_key(row["bucket"])][row[group] or ""] = row["n"]
+    return hours
+
+
+def _hour_key(metric: str, workspace, hour: datetime) -> str:
+    # The workspace's creation time too: a database made again (tests, a restore) reuses ids.
+    return f"charts:v1:{metric}:{workspace.id}:{workspace.created_at.timestamp():.0f}:{hour:%Y%m%d%H}"
+
+
+def _floor(moment: datetime, step: timedelta) -> datetime:
+    moment = moment.replace(minute=0, second=0, microsecond=0)
+    return moment.replace(hour=0) if step == DAY else moment
+
+
+def settled_hours(
+    metric: str, workspace, grouped, first: datetime, end: datetime, *, now=None, step: timedelta = HOUR
+) -> dict:
+    """{hour: {key: number}} from hour `first` to `end`, with `grouped(start, end)` the GROUP BY
+    (or per day, with step=DAY, for what cannot be summed from hours, such as percentiles).
+
+    A million rows take longer to group than a page may wait (bench/charts.py), and an hour that
+    ended no longer changes: each settled hour is grouped once and kept in the cache (Redis when
+    configured), so a view groups only the hours no one has seen yet and the last one or two.
+    """
+    now = (now or timezone.now()).astimezone(UTC)
+    settled = min(end, _floor(now - SETTLE, step))
+    hours = []
+    hour = first
+    while hour < settled:
+        hours.append(hour)
+        hour += step
+    metric = metric if step == HOUR else f"{metric}-daily"
+    keys = {_hour_key(metric, workspace, h): h for h in hours}
+    counts = {keys[key]: value for key, value in cache.get_many(list(keys)).items()}
+    missing = [h for h in hours if h not in counts]
+    if missing:
+        found = grouped(missing[0], missing[-1] + step)
+        fresh = {h: found.get(h, {}) for h in missing}
+        cache.set_many({_hour_key(metric, workspace, h): value for h, value in fresh.items()}, CACHE_SECONDS)
+        counts |= fresh
+    if max(first, settled) < end:
+        counts |= grouped(max(first, settled), end)
+    return counts
+
+
+def _per_bucket(period: Period, hours: dict) -> dict[str, dict[datetime, float]]:
+    """{key: {bucket start: number}}: hours summed into the period's buckets."""
+    out: dict[str, dict] = defaultdict(lambda: defaultdict(float))
+    for hour, values in hours.items():
+        start = hour if period.bucket == "hour" else hour.replace(hour=0)
+        for key, n in values.items():
+            out[key][start] += n
+    return out
+
+
+def _tool_call_hours(workspace, period, now):
+    starts, within, _bucket = _bucketed(period, now, "created_at")
+
+    def grouped(start, end):
+        calls = ToolCall.objects.filter(session__workspace=workspace, created_at__gte=start, created_at__lt=end)
+        return _grouped_hours(calls, "created_at", "tool")
+
+    hours = settled_hours(
+        "tool-calls", workspace, grouped, within["created_at__gte"], within["created_at__lt"], now=now
     )
-    counts: dict[str, dict] = defaultdict(dict)
-    totals: dict[str, int] = defaultdict(int)
-    for row in rows:
-        counts[row["tool"]][_as_key(row["bucket"])] = row["n"]
-        totals[row["tool"]] += row["n"]
+    return starts, _per_bucket(period, hours)
+
+
+def _finished_turn_hours(workspace, period, now):
+    """Agent seconds and cost of the turns that finished, per bucket (one cache for both charts)."""
+    starts, within, _bucket = _bucketed(period, now, "finished_at")
+
+    def grouped(start, end):
+        turns = Turn.objects.filter(session__workspace=workspace, finished_at__gte=start, finished_at__lt=end)
+        return _grouped_hours(turns, "finished_at", "", seconds=Sum("agent_seconds"), usd=Sum("cost_usd"))
+
+    first, end = within["finished_at__gte"], within["finished_at__lt"]
+    return starts, _per_bucket(period, settled_hours("turns-finished", workspace, grouped, first, end, now=now))
+
+
+def tool_calls_by_tool(workspace, period: Period, *, now=None):
+    """Tool calls per hour (24 h) or per day, one series per tool, the busiest first."""
+    starts, counts = _tool_call_hours(workspace, period, now)
+    totals = {tool: sum(values.values()) for tool, values in counts.items()}
     ranked = sorted(totals, key=lambda tool: (-totals[tool], tool))
     shown, rest = ranked[:MAX_TOOLS], ranked[MAX_TOOLS:]
-    series = [(tool, _series(starts, period, counts[tool])) for tool in shown]
+    series = [(tool, _series(starts, period, counts[tool], scale=int)) for tool in shown]
     if rest:
         other: dict = defaultdict(int)
         for tool in rest:
             for start, n in counts[tool].items():
                 other[start] += n
-        series.append(("other", _series(starts, period, other)))
+        series.append(("other", _series(starts, period, other, scale=int)))
     return series
 
 
@@ -127,15 +213,9 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def approval_latency(workspace, period: Period, *, now=None):
-    """p50 and p90 of the time from an approval's request to a person's decision, per bucket, in
-    seconds (expired ones are no decision; the system's are not a person's)."""
-    starts, within, bucket = _bucketed(period, now, "decided_at")
-    decided = PendingApproval.objects.filter(session__workspace=workspace, decided_by__isnull=False, **within).exclude(
-        status=PendingApproval.Status.EXPIRED
-    )
-    p50: dict = {}
-    p90: dict = {}
+def _latency_percentiles(decided, bucket) -> dict[datetime, dict[str, float]]:
+    """{bucket: {"p50": s, "p90": s}}: percentile_cont on PostgreSQL; computed here elsewhere."""
+    found: dict[datetime, dict[str, float]] = {}
     if connection.vendor == "postgresql":
         waited = _EpochSeconds(F("decided_at") - F("requested_at"))
         rows = (
@@ -145,18 +225,30 @@ def approval_latency(workspace, period: Period, *, now=None):
             .order_by()
         )
         for row in rows:
-            p50[_as_key(row["bucket"])], p90[_as_key(row["bucket"])] = row["p50"], row["p90"]
-    else:
-        waits: dict = defaultdict(list)
-        for row in decided.annotate(bucket=bucket).values("bucket", "requested_at", "decided_at").order_by():
-            waits[_as_key(row["bucket"])].append((row["decided_at"] - row["requested_at"]).total_seconds())
-        for key, values in waits.items():
-            p50[key], p90[key] = _percentile(values, 0.5), _percentile(values, 0.9)
+            found[_as_key(row["bucket"])] = {"p50": row["p50"], "p90": row["p90"]}
+        return found
+    waits: dict = defaultdict(list)
+    for row in decided.annotate(bucket=bucket).values("bucket", "requested_at", "decided_at").order_by():
+        waits[_as_key(row["bucket"])].append((row["decided_at"] - row["requested_at"]).total_seconds())
+    return {key: {"p50": _percentile(v, 0.5), "p90": _percentile(v, 0.9)} for key, v in waits.items()}
+
+
+def approval_latency(workspace, period: Period, *, now=None):
+    """p50 and p90 of the time from an approval's request to a person's decision, per bucket, in
+    seconds (expired ones are no decision; the system's are not a person's)."""
+    starts, within, bucket = _bucketed(period, now, "decided_at")
+
+    def grouped(start, end):
+        decided = PendingApproval.objects.filter(
+            session__workspace=workspace, decided_by__isnull=False, decided_at__gte=start, decided_at__lt=end
+        ).exclude(status=PendingApproval.Status.EXPIRED)
+        return _latency_percentiles(decided, bucket)
+
+    step = HOUR if period.bucket == "hour" else DAY
+    first, end = within["decided_at__gte"], within["decided_at__lt"]
+    found = settled_hours("approval-latency", workspace, grouped, first, end, now=now, step=step)
     # No decision in a bucket is a gap, not a latency of zero.
-    return [
-        ("p50", [(bucket_label(s, period), p50.get(s)) for s in starts]),
-        ("p90", [(bucket_label(s, period), p90.get(s)) for s in starts]),
-    ]
+    return [(name, [(bucket_label(s, period), found.get(s, {}).get(name)) for s in starts]) for name in ("p50", "p90")]
 
 
 def latency_unit(series) -> tuple[str, float]:
@@ -171,39 +263,31 @@ def latency_unit(series) -> tuple[str, float]:
 
 def agent_minutes(workspace, period: Period, *, now=None):
     """Minutes agents ran, by the hour or day their turns finished in."""
-    starts, within, bucket = _bucketed(period, now, "finished_at")
-    rows = (
-        Turn.objects.filter(session__workspace=workspace, **within)
-        .annotate(bucket=bucket)
-        .values("bucket")
-        .annotate(seconds=Sum("agent_seconds"))
-        .order_by()
-    )
-    seconds = {_as_key(row["bucket"]): row["seconds"] for row in rows}
-    return [("agent minutes", _series(starts, period, seconds, scale=lambda v: round(v / 60, 1)))]
+    starts, sums = _finished_turn_hours(workspace, period, now)
+    return [("agent minutes", _series(starts, period, sums["seconds"], scale=lambda v: round(v / 60, 1)))]
 
 
 def spend(workspace, period: Period, *, now=None):
     """What finished turns cost (as their providers reported it), by hour or day, in USD."""
-    starts, within, bucket = _bucketed(period, now, "finished_at")
-    rows = (
-        Turn.objects.filter(session__workspace=workspace, cost_usd__isnull=False, **within)
-        .annotate(bucket=bucket)
-        .values("bucket")
-        .annotate(usd=Sum("cost_usd"))
-        .order_by()
-    )
-    usd = {_as_key(row["bucket"]): row["usd"] for row in rows}
+    starts, sums = _finished_turn_hours(workspace, period, now)
+    usd = {start: v for start, v in sums["usd"].items() if v}
     return [("spend", _series(starts, period, usd, scale=lambda v: round(float(v), 4)))]
 
 
 def turns_per_agent(workspace, period: Period, *, now=None):
     """Turns started in the period, per agent (sessions without one: "no agent"), busiest first."""
     _starts, within, _bucket = _bucketed(period, now, "created_at")
-    rows = (
-        Turn.objects.filter(session__workspace=workspace, **within)
-        .values("session__agent__name")
-        .annotate(n=Count("id"))
-        .order_by("-n", "session__agent__name")
+
+    def grouped(start, end):
+        turns = Turn.objects.filter(session__workspace=workspace, created_at__gte=start, created_at__lt=end)
+        return _grouped_hours(turns, "created_at", "session__agent__name")
+
+    hours = settled_hours(
+        "turns-agent", workspace, grouped, within["created_at__gte"], within["created_at__lt"], now=now
     )
-    return [("turns", [(row["session__agent__name"] or "no agent", row["n"]) for row in rows])]
+    totals: dict[str, int] = defaultdict(int)
+    for values in hours.values():
+        for agent, n in values.items():
+            totals[agent] += n
+    ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+    return [("turns", [(agent or "no agent", n) for agent, n in ranked])]
