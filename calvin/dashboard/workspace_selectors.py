@@ -181,7 +181,7 @@ def hosts_of(workspace, *, now=None) -> list[dict]:
         if not host.channel_name:
             health = "disconnected"
         elif host.last_heartbeat_at is None or host.last_heartbeat_at < cutoff:
-            health = "lapsed"
+            health = "late"  # its turns go to another host once the lapse passes
         else:
             health = "connected"
         rows.append({"host": host, "health": health, "running": host.running, "shared": host.workspace_id is None})

@@ -10,8 +10,10 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
+from calvin.chat.slack.inbound import workspace_slack_uninstall
 from calvin.chat.slack.installations import one_team_mode, slack_setup_lines
 from calvin.chat.slack.oauth import oauth_configured
+from calvin.dashboard.live import live_stream_seq, workspace_stream
 from calvin.dashboard.selectors import member_for_slug
 from calvin.dashboard.workspace_forms import SessionStartForm, WorkspaceCreateForm, WorkspaceRenameForm
 from calvin.dashboard.workspace_selectors import (
@@ -33,7 +35,6 @@ from calvin.workspaces.services import (
     owned_workspace_count,
     workspace_create,
     workspace_rename,
-    workspace_slack_uninstall,
 )
 from secrets_vault.crypto import vault_available
 from sessions.services import session_start
@@ -85,6 +86,7 @@ def workspace_home(request, slug: str):
     member = member_for_slug(request.user, slug)
     workspace_enter(request, member)
     workspace = member.workspace
+    live_seq = live_stream_seq(workspace_stream(workspace.id))  # before the reads: later events catch up
     filters = SessionFilters.from_query(request.GET, workspace)
     page = sessions_page(workspace, filters, request.GET.get("page"))
     counts = session_state_counts(workspace)
@@ -101,6 +103,7 @@ def workspace_home(request, slug: str):
         "member": member,
         "workspace": workspace,
         "form": SessionStartForm(),
+        "live_seq": live_seq,
         "filters": filters,
         "filter_query": urlencode(filters.as_query()),
         "states": [(state, STATE_WORDS[state], counts[state]) for state in STATES],

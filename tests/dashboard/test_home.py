@@ -231,9 +231,9 @@ def test_hosts_serving_the_workspace_with_health_and_this_workspaces_load(
     page = owner_client.get("/w/acme/").content.decode()
     panel = page.split('data-live-panel="hosts"')[1].split("</table>")[0]
     assert "globex-box" not in panel and "revoked-box" not in panel
-    assert re.search(r"acme-box</td>\s*<td><span class=\"health health-connected\">connected", panel)
-    assert re.search(r"shared-box <span class=\"status\">\(shared\)</span></td>\s*<td><span[^>]*>lapsed", panel)
-    assert re.search(r"sleeping-box</td>\s*<td><span[^>]*>disconnected</span></td>\s*<td>never", panel)
+    assert re.search(r"acme-box</td>\s*<td><span class=\"health health-connected\">online", panel)
+    assert re.search(r"shared-box <span class=\"status\">\(shared\)</span></td>\s*<td><span[^>]*>heartbeat late", panel)
+    assert re.search(r"sleeping-box</td>\s*<td><span[^>]*>offline</span></td>\s*<td>never", panel)
     assert "<td>1 / 4</td>" in panel and "1 / 8" in panel
 
 
