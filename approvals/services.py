@@ -16,15 +16,11 @@ from django.utils import timezone
 
 from approvals.cards import approval_card, duration
 from approvals.models import PendingApproval
-from calvin.celery import queue_on_commit
 from calvin.chat import ChatPermanentError
+from calvin.events import ApprovalChanged, ToolCallChanged, announce
 from calvin.workspaces.models import Workspace
-from secrets_vault.scanner import SecretScanner
 from secrets_vault.services import session_text_redacted
-from tools.caller import Caller
-from tools.errors import ToolRefused
 from tools.models import ToolCall
-from tools.services.common import publish_effect, tool_call_record
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +41,45 @@ class ApprovedArgumentsChanged(ChatPermanentError):
 CHANGED = "its arguments changed after the card showed them, so nothing was applied"
 
 
-def _card_post_later(approval_id: int) -> None:
-    from approvals.tasks import post_approval_card
-
-    # A lost publish is not lost work: the sweep posts cards that are missing.
-    queue_on_commit(post_approval_card, approval_id)
+def _changed(approval_id: int, *, card: str = "refresh") -> None:
+    """Announce the approval's state as it is now; approvals/reactions.py posts or edits its card
+    once this commits (a lost publish is not lost work: the sweep posts cards that are missing)."""
+    row = (
+        PendingApproval.objects.filter(id=approval_id)
+        .values("session_id", "session__workspace_id", "session__thread_id", "tool_call_id", "status")
+        .first()
+    )
+    if row is None:
+        return
+    announce(
+        ApprovalChanged(
+            workspace_id=row["session__workspace_id"],
+            thread_id=row["session__thread_id"],
+            session_id=row["session_id"],
+            approval_id=approval_id,
+            tool_call_id=row["tool_call_id"],
+            status=row["status"],
+            card=card,
+        )
+    )
 
 
 def _card_refresh_later(approval_id: int) -> None:
-    from approvals.tasks import refresh_approval_card
+    _changed(approval_id)
 
-    queue_on_commit(refresh_approval_card, approval_id)
+
+def _call_changed(approval: PendingApproval, status: str) -> None:
+    """The gated call moved with its approval (tools/reactions.py queues an approved one's effect)."""
+    announce(
+        ToolCallChanged(
+            workspace_id=approval.session.workspace_id,
+            thread_id=approval.session.thread_id,
+            session_id=approval.session_id,
+            tool_call_id=approval.tool_call_id,
+            tool=approval.kind,
+            status=status,
+        )
+    )
 
 
 # Answered to the waiting tool call itself: a system message too would queue an extra turn.
@@ -77,44 +101,31 @@ def _named(approval: PendingApproval) -> str:
 # Request
 
 
-@transaction.atomic
-def approval_request(
-    *,
-    caller: Caller,
-    tool: str,
-    arguments: dict,
-    summary: str,
-    secrets: SecretScanner,
-    payload: dict | None = None,
-    server: str = ToolCall.Server.NANOCLAW,
-) -> PendingApproval:
-    """Record the call with the exact arguments that will run once approved (it waits,
-    publishing nothing), open its approval, and post the card once this commits."""
-    waiting = PendingApproval.objects.filter(session_id=caller.session_id, status=S.PENDING).count()
+def approvals_waiting_refusal(*, session_id: int) -> str | None:
+    """Why the session may not ask for one more decision now (None: it may)."""
+    waiting = PendingApproval.objects.filter(session_id=session_id, status=S.PENDING).count()
     if waiting >= MAX_PENDING_PER_SESSION:
-        raise ToolRefused(
+        return (
             f"{waiting} requests of this session already wait for a decision (at most {MAX_PENDING_PER_SESSION});"
             " wait for them to be decided"
         )
-    call = tool_call_record(
-        caller=caller,
-        tool=tool,
-        arguments=arguments,
-        payload=payload or {},
-        secrets=secrets,
-        server=server,
-        status=ToolCall.Status.AWAITING_APPROVAL,
-    )
-    timeout = Workspace.objects.values_list("approval_timeout", flat=True).get(id=caller.workspace_id)
+    return None
+
+
+@transaction.atomic
+def approval_open(*, call: ToolCall, workspace_id: int, summary: str) -> PendingApproval:
+    """Open the approval of a call recorded awaiting it (tools/services/approval_requests.py),
+    with the exact arguments that will run once approved, and post its card once this commits."""
+    timeout = Workspace.objects.values_list("approval_timeout", flat=True).get(id=workspace_id)
     approval = PendingApproval.objects.create(
-        session_id=caller.session_id,
+        session_id=call.session_id,
         tool_call=call,
-        kind=tool,
+        kind=call.tool,
         summary=summary if len(summary) <= 300 else summary[:299] + "…",
-        details=arguments,  # the same arguments the effect reads: what is approved is what runs
+        details=call.arguments,  # the same arguments the effect reads: what is approved is what runs
         expires_at=timezone.now() + timeout,
     )
-    _card_post_later(approval.id)
+    _changed(approval.id, card="post")
     return approval
 
 
@@ -179,7 +190,7 @@ def approval_decide(*, approval_id: int, member, approve: bool, via: str) -> str
     # Changed nothing: someone decided first, or it expired (the sweep may not have run yet).
     # The card pressed may be stale: render it again from the current state.
     if not approval_expire(approval_id=approval.id):
-        _card_refresh_later(approval.id)
+        _changed(approval.id, card="stale")
     approval = PendingApproval.objects.select_related("decided_by").get(id=approval.id)
     raise ApprovalRefused(_already(approval))
 
@@ -205,17 +216,18 @@ def _decided(approval: PendingApproval, *, member, approve: bool) -> bool:
         waiting = ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL)
         # Only the arguments the card showed go to the worker: what is approved is what runs.
         if waiting.filter(arguments=approval.details).update(status=ToolCall.Status.PENDING):
-            call_id = approval.tool_call_id
-            transaction.on_commit(lambda: publish_effect(call_id))
+            _call_changed(approval, ToolCall.Status.PENDING)  # tools/reactions.py queues its effect
         elif waiting.update(status=ToolCall.Status.FAILED, error=CHANGED, finished_at=timezone.now()):
+            _call_changed(approval, ToolCall.Status.FAILED)
             PendingApproval.transition(approval.id, source=S.APPROVED, target=S.FAILED)
             _tell_agent(approval, f"Your request {_named(approval)} was approved by {member}, but {CHANGED}.")
             _card_refresh_later(approval.id)
             return False
     else:
-        ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL).update(
+        if ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL).update(
             status=ToolCall.Status.DENIED, error=f"denied by {member}", finished_at=timezone.now()
-        )
+        ):
+            _call_changed(approval, ToolCall.Status.DENIED)
         _tell_agent(approval, f"Your request {_named(approval)} was denied by {member}. Nothing was changed.")
     _card_refresh_later(approval.id)
     return True
@@ -223,7 +235,7 @@ def _decided(approval: PendingApproval, *, member, approve: bool) -> bool:
 
 def approval_decision_pressed(*, thread, member, target_id: int, value: str, via: str) -> str:
     """A press on an approval card's button (calvin/dashboard/actions.py)."""
-    from calvin.dashboard.actions import ActionRefused
+    from calvin.presses import ActionRefused
 
     if value not in ("approve", "deny"):
         raise ActionRefused("that is not one of the card's buttons")
@@ -287,9 +299,10 @@ def approval_expire(*, approval_id: int, actor=None) -> bool:
         return False
     approval = PendingApproval.objects.select_related("session").get(id=approval_id)
     waited = duration(approval.expires_at - approval.requested_at)
-    ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL).update(
+    if ToolCall.objects.filter(id=approval.tool_call_id, status=ToolCall.Status.AWAITING_APPROVAL).update(
         status=ToolCall.Status.EXPIRED, error=f"approval expired after {waited}", finished_at=timezone.now()
-    )
+    ):
+        _call_changed(approval, ToolCall.Status.EXPIRED)
     why = f"{actor} expired it after {waited}" if actor is not None else f"nobody decided within {waited}"
     _tell_agent(
         approval,

@@ -9,8 +9,12 @@ two kinds:
   task enqueued). A failing reaction is logged and never undoes or blocks the change.
 
 So a service never imports the apps that react to it (no service calls another app's Celery
-task): the arrows run one way, tools → approvals / secrets_vault → sessions → workspaces, and
-the shell (dashboard, chat, audit) subscribes from its AppConfig.ready().
+task): the arrows run one way, tools → calvin.chat's adapters → approvals → secrets_vault →
+sessions → workspaces (tests/test_layering.py writes the layers down and enforces them), and
+an upper app subscribes from its AppConfig.ready(): calvin/dashboard/live.py (pages),
+calvin/chat/reactions.py (the Slack outbox), approvals/reactions.py (cards),
+tools/reactions.py (approved effects, per-runner counters, secret-request cards),
+sessions/reactions.py (a resumed agent's notices, AGENTS.md pushes).
 """
 
 import logging
@@ -35,10 +39,14 @@ class ThreadEvent(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class MessagePosted(ThreadEvent):
-    """A message was stored in a thread (`replace`: one already shown changed: edited, reacted to, decided)."""
+    """A message was stored in a thread (`replace`: one already shown changed: edited, reacted to, decided).
+
+    `to_platform`: Calvin's own message (a reply, a notice, a person's words written on the thread
+    page) that the thread's platform must show too: calvin.chat records it in the Slack outbox."""
 
     message_id: int
     replace: bool = False
+    to_platform: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +64,15 @@ class TurnChanged(ThreadEvent):
     session_id: int
     turn_id: int
     status: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerStarted(ThreadEvent):
+    """A session's runner started a new generation (a new token; per-runner counts start again)."""
+
+    session_id: int
+    runner_id: int
+    generation: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,17 +97,34 @@ class ToolCallChanged(ThreadEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalChanged(ThreadEvent):
-    """An approval was asked for, or decided, applied, failed or expired."""
+    """An approval was asked for, or decided, applied, failed or expired (`status`: its new one).
 
+    `card`: what its card needs: "post" (a new approval), "refresh" (it changed), "stale" (nothing
+    changed, but a card pressed was out of date: render it again)."""
+
+    session_id: int = 0
     approval_id: int
+    tool_call_id: int = 0
     status: str
+    card: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
 class QuestionChanged(ThreadEvent):
-    """An ask_user_question was asked or answered."""
+    """An ask_user_question was asked, answered or closed (expired, its call gone)."""
 
+    session_id: int = 0
     question_id: int
+    tool_call_id: int = 0
+    status: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecretRequestChanged(ThreadEvent):
+    """A request_secret was answered (the value set from its private form); its card is refreshed."""
+
+    session_id: int
+    request_id: int
     status: str
 
 
@@ -100,6 +134,18 @@ class HostChanged(Event):
 
     host_id: int
     state: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentChanged(Event):
+    """An operator paused or resumed an agent (`by`: who, as the thread is told). On a resume,
+    `told_thread_ids`: the threads that were told it was paused; `turns_waiting`: it has queued turns."""
+
+    agent_id: int
+    change: str
+    by: str = ""
+    told_thread_ids: tuple[int, ...] = ()
+    turns_waiting: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

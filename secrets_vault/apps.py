@@ -11,3 +11,8 @@ class SecretsVaultConfig(AppConfig):
         from secrets_vault.redaction import install_log_redaction
 
         install_log_redaction()
+        # Sessions sit below the vault: they use it through a port it fills in here.
+        from secrets_vault.for_sessions import agent_text_redact, turn_secrets_for
+        from sessions.secrets_port import vault_register
+
+        vault_register(redact=agent_text_redact, turn_secrets=turn_secrets_for)

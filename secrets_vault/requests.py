@@ -9,11 +9,11 @@ a compare-and-swap on the waiting request, so two submissions store one value.
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.cards import clock, visible
-from calvin.celery import queue_on_commit
+from calvin.events import SecretRequestChanged, announce
 from secrets_vault.models import SecretRequest
 from secrets_vault.services import secret_put, secret_value_problem
 from tools.card_spec.blockkit import card_blocks
+from tools.card_spec.text import clock, visible
 
 W = SecretRequest.Status
 MAX_BUTTON_LABEL = 75  # Slack: a button's text
@@ -68,7 +68,7 @@ def request_card(request: SecretRequest, *, agent_name: str) -> dict:
     return {"items": items, "blocks": card_blocks(items), "text": text}
 
 
-def _agent_name(session) -> str:
+def agent_name_of(session) -> str:
     return session.agent.name if session.agent_id else "(no agent)"
 
 
@@ -108,23 +108,15 @@ def secret_request_fulfil(*, request_id: int, thread_id: int, member, value: str
         f" commands as {_stored_as(request)}.",
     )
     request.status, request.set_by, request.set_at = W.SET, member, now
-    _card_refresh_later(request.pk)
+    # tools/reactions.py refreshes the card once this commits (a lost refresh leaves the button
+    # on the card; pressing it says who set the secret).
+    announce(
+        SecretRequestChanged(
+            workspace_id=session.workspace_id,
+            thread_id=session.thread_id,
+            session_id=session.id,
+            request_id=request.pk,
+            status=W.SET,
+        )
+    )
     return request
-
-
-def _card_refresh_later(request_id: int) -> None:
-    from secrets_vault.tasks import refresh_secret_request_card
-
-    # A lost refresh leaves the button on the card; pressing it says who set the secret.
-    queue_on_commit(refresh_secret_request_card, request_id)
-
-
-def secret_request_card_refresh(*, request_id: int) -> bool:
-    """Store the card as the request is now and edit the posted one in place."""
-    from tools.services.card_edits import tool_call_card_replace
-
-    request = SecretRequest.objects.select_related("session__agent", "set_by").filter(pk=request_id).first()
-    if request is None:
-        return False
-    card = request_card(request, agent_name=_agent_name(request.session))
-    return tool_call_card_replace(tool_call_id=request.pk, payload=card)

@@ -6,3 +6,6 @@ class AgentSessionsConfig(AppConfig):
     name = "sessions"
     label = "agent_sessions"
     verbose_name = "Agent sessions"
+
+    def ready(self):
+        from sessions import reactions  # noqa: F401  (AGENTS.md pushes, resumed agents' notices)

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from calvin.events import TurnChanged, announce
+from sessions.changes import host_changed, sessions_changed
 from sessions.models import Host, Runner, Session, Turn
 from sessions.tokens import HOST_PREFIX, token_digest, token_new
 
@@ -27,6 +29,7 @@ def host_create(*, name: str, workspace=None, actor=None) -> tuple[Host, str]:
     host = Host.objects.create(name=name, workspace=workspace, token_digest=token_digest(token), token_hint=token[:10])
     changes = {"name": (None, name), "token_hint": (None, host.token_hint)}
     audit_record(verb="host.create", workspace=workspace, actor=actor, target=host, changes=changes)
+    host_changed(host.id, "created", workspace_id=host.workspace_id)
     return host, token
 
 
@@ -49,6 +52,7 @@ def host_token_reset(*, host: Host, actor=None) -> str:
         target=host,
         changes={"token_hint": (host.token_hint, token[:10])},
     )
+    host_changed(host.id, "token_reset", workspace_id=host.workspace_id)
     if old_channel:
         _close_on_commit(old_channel, "the host's token was replaced")
     return token
@@ -79,6 +83,7 @@ def host_revoke(*, host_id: int, actor=None) -> bool:
         target=host,
         changes={"revoked_at": (None, now.isoformat())},
     )
+    host_changed(host_id, "revoked", workspace_id=host.workspace_id)
     host_turns_requeue(host_id=host_id, reason="its host was revoked")
     # The tokens it holds for idle sessions too: a revoked host is not trusted with any.
     Runner.objects.filter(host_id=host_id, revoked_at__isnull=True).update(revoked_at=timezone.now())
@@ -122,6 +127,7 @@ def host_register(
         connected_at=now,
         last_heartbeat_at=now,
     )
+    host_changed(host_id, "connected", workspace_id=host.workspace_id)
     still_ours = set(
         Turn.objects.filter(host_id=host_id, status=Turn.Status.RUNNING).values_list("batch_id", flat=True)
     )
@@ -155,7 +161,8 @@ def host_heartbeat(*, host_id: int, channel_name: str) -> bool:
 def host_disconnected(*, host_id: int, channel_name: str) -> None:
     """The connection closed. Its turns stay its own until the heartbeat lapses: a host that
     reconnects within the lapse carries on with them."""
-    Host.objects.filter(id=host_id, channel_name=channel_name).update(channel_name="")
+    if Host.objects.filter(id=host_id, channel_name=channel_name).update(channel_name=""):
+        host_changed(host_id, "disconnected")
 
 
 def _requeue(turns, *, reason: str, skip_locked: bool = False) -> list[int]:
@@ -202,11 +209,30 @@ def _requeue(turns, *, reason: str, skip_locked: bool = False) -> list[int]:
     )
     Session.objects.filter(id__in=waiting).update(host=None, status=Session.Status.QUEUED)
     Session.objects.filter(id__in=sessions - waiting).update(host=None, status=Session.Status.IDLE)
+    _requeue_announced(rows, given_up)
+    sessions_changed(waiting, Session.Status.QUEUED)
+    sessions_changed(sessions - waiting, Session.Status.IDLE)
     Runner.objects.filter(session_id__in=sessions, revoked_at__isnull=True).update(revoked_at=timezone.now())
     from sessions.scheduling import hosts_wake_on_commit
 
     hosts_wake_on_commit()
     return sorted(sessions)
+
+
+def _requeue_announced(rows: list, given_up: list) -> None:
+    failed = {row[0] for row in given_up}
+    threads = dict(Session.objects.filter(id__in={row[1] for row in rows}).values_list("id", "workspace_id"))
+    for turn_id, session_id, _attempts, thread_id, _error in rows:
+        status = Turn.Status.FAILED if turn_id in failed else Turn.Status.QUEUED
+        announce(
+            TurnChanged(
+                workspace_id=threads[session_id],
+                thread_id=thread_id,
+                session_id=session_id,
+                turn_id=turn_id,
+                status=status,
+            )
+        )
 
 
 def host_turns_requeue(*, host_id: int, reason: str) -> list[int]:
@@ -226,6 +252,7 @@ def hosts_sweep(*, now: datetime | None = None) -> list[int]:
     requeued = []
     for host in hosts_lapsed(now=now).select_for_update(skip_locked=True):
         Host.objects.filter(id=host.id).update(channel_name="", last_heartbeat_at=None)
+        host_changed(host.id, "lapsed", workspace_id=host.workspace_id)
         requeued += host_turns_requeue(host_id=host.id, reason=f"its host {host.name} stopped answering")
     orphaned = Turn.objects.filter(status=Turn.Status.RUNNING, host__isnull=True)
     requeued += _requeue(orphaned, reason="its host was deleted", skip_locked=True)
@@ -280,6 +307,7 @@ def host_delete(*, host_id: int, actor=None) -> bool:
         verb="host.delete", workspace=host.workspace_id, actor=actor, target=host, changes={"name": (host.name, None)}
     )
     host_turns_requeue(host_id=host_id, reason=f"its host {host.name} was deleted")
+    host_changed(host_id, "deleted", workspace_id=host.workspace_id)
     # Before the row goes: its runners would lose their host and pass for issued ones.
     Runner.objects.filter(host_id=host_id, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if host.channel_name:

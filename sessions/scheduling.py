@@ -14,6 +14,7 @@ from django.db.models import Exists, F, Min, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from calvin.workspaces.models import Agent, Quota
+from sessions.changes import host_changed, session_changed, turns_changed
 from sessions.hosts import host_is_live
 from sessions.models import Host, Message, Runner, Session, Turn
 
@@ -133,6 +134,9 @@ def _claim_session(host: Host, session: Session) -> dict | None:
         budget_usd=admission.budget,
     )
     Session.objects.filter(id=session.id).update(host=host, status=Session.Status.RUNNING, updated_at=now)
+    turns_changed(session, [t.id for t in turns], Turn.Status.RUNNING)
+    session_changed(session, Session.Status.RUNNING)
+    host_changed(host.id, "load", workspace_id=host.workspace_id)
     from sessions.turn_messages import turn_message
 
     message = turn_message(session=session, turns=turns, runner=runner, token=token)
@@ -200,6 +204,8 @@ def _fail(session: Session, turns: list[Turn], text: str) -> None:
         status=Turn.Status.FAILED, error=text, finished_at=timezone.now()
     )
     Session.objects.filter(id=session.id).update(status=Session.Status.IDLE)
+    turns_changed(session, [t.id for t in turns], Turn.Status.FAILED)
+    session_changed(session, Session.Status.IDLE)
     from sessions.services import system_notice_post
 
     system_notice_post(thread_id=session.thread_id, text=f"Not run: {text}")

@@ -8,11 +8,11 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from calvin.events import MessagePosted, RunnerStarted, SessionChanged, TurnChanged, announce
 from sessions.instructions import session_instructions_write
-from sessions.models import Host, Message, Runner, RunnerCount, Session, Thread, Turn
+from sessions.models import Host, Message, Runner, Session, Thread, Turn
 from sessions.scheduling import hosts_wake_on_commit
 from sessions.tokens import token_digest, token_new
-from tools.limits import PER_RUNNER
 
 
 def session_directory_for(session_id: int) -> str:
@@ -67,17 +67,32 @@ def session_start(
     # Private to the session: what one session leaves in its temp directory no other sees.
     Path(session.temp_directory).mkdir(mode=0o700, parents=True, exist_ok=True)
     session_instructions_write(session)
+    announce(SessionChanged(workspace_id=workspace.id, thread_id=thread.id, session_id=session.id, status="queued"))
     if prompt:
         message_post_by_person(thread=thread, member=owner, text=prompt, platform_ts=prompt_platform_ts)
     return session
 
 
-def _slack_out(message: Message) -> None:
-    """Calvin's own messages reach a Slack thread's channel too (in this transaction, through
-    its ordered outbox); a web thread's are only the rows."""
-    from calvin.chat.slack.outbox import thread_message_out
+def _posted(message: Message, *, workspace_id: int, to_platform: bool) -> None:
+    """`to_platform`: Calvin's own message, which a Slack thread's channel shows too (calvin.chat
+    records it in its ordered outbox, in this transaction); a web thread's are only the rows."""
+    announce(
+        MessagePosted(
+            workspace_id=workspace_id, thread_id=message.thread_id, message_id=message.id, to_platform=to_platform
+        )
+    )
 
-    thread_message_out(message)
+
+def _queued(turn: Turn, session: Session) -> None:
+    announce(
+        TurnChanged(
+            workspace_id=session.workspace_id,
+            thread_id=session.thread_id,
+            session_id=session.id,
+            turn_id=turn.id,
+            status=turn.status,
+        )
+    )
 
 
 @transaction.atomic
@@ -86,8 +101,6 @@ def message_post_by_person(*, thread: Thread, member, text: str, platform_ts: st
 
     `platform_ts`: the message came from the thread's platform (a Slack message's ts). Without
     one it was written in Calvin (the thread page), and a Slack thread shows it too."""
-    from calvin.dashboard.events import thread_push_on_commit
-
     message = Message.objects.create(
         thread=thread,
         kind=Message.Kind.TEXT,
@@ -96,11 +109,10 @@ def message_post_by_person(*, thread: Thread, member, text: str, platform_ts: st
         text=text,
         platform_ts=platform_ts,
     )
-    Turn.objects.create(session=thread.session, prompt=message)
+    turn = Turn.objects.create(session=thread.session, prompt=message)
     hosts_wake_on_commit()
-    thread_push_on_commit(message)
-    if not platform_ts:
-        _slack_out(message)
+    _posted(message, workspace_id=thread.workspace_id, to_platform=not platform_ts)
+    _queued(turn, thread.session)
     return message
 
 
@@ -108,8 +120,6 @@ def message_post_by_person(*, thread: Thread, member, text: str, platform_ts: st
 def inbox_post(*, session: Session, text: str, author: str = Message.Author.SYSTEM, member=None, sender_agent=None):
     """A message for the session's agent (a system notice, another agent's message, a
     person's choice on a card): stored in its thread and queued as a turn, never dropped."""
-    from calvin.dashboard.events import thread_push_on_commit
-
     message = Message.objects.create(
         thread_id=session.thread_id,
         kind=Message.Kind.SYSTEM if author == Message.Author.SYSTEM else Message.Kind.TEXT,
@@ -118,37 +128,31 @@ def inbox_post(*, session: Session, text: str, author: str = Message.Author.SYST
         sender_agent=sender_agent,
         text=text,
     )
-    Turn.objects.create(session=session, prompt=message)
+    turn = Turn.objects.create(session=session, prompt=message)
     hosts_wake_on_commit()
-    thread_push_on_commit(message)
-    if author == Message.Author.SYSTEM:
-        _slack_out(message)
+    _posted(message, workspace_id=session.workspace_id, to_platform=author == Message.Author.SYSTEM)
+    _queued(turn, session)
     return message
 
 
 @transaction.atomic
 def system_notice_post(*, thread_id: int, text: str) -> Message:
     """A notice for the people in the thread (a stop, a failure, a quota): not a turn for the agent."""
-    from calvin.dashboard.events import thread_push_on_commit
-
     message = Message.objects.create(
         thread_id=thread_id, kind=Message.Kind.SYSTEM, author=Message.Author.SYSTEM, text=text
     )
-    thread_push_on_commit(message)
-    _slack_out(message)
+    workspace_id = Thread.objects.values_list("workspace_id", flat=True).get(id=thread_id)
+    _posted(message, workspace_id=workspace_id, to_platform=True)
     return message
 
 
 @transaction.atomic
 def agent_reply_post(*, session: Session, text: str) -> Message:
     """The agent's reply at the end of a turn, in its thread."""
-    from calvin.dashboard.events import thread_push_on_commit
-
     message = Message.objects.create(
         thread_id=session.thread_id, kind=Message.Kind.TEXT, author=Message.Author.AGENT, text=text
     )
-    thread_push_on_commit(message)
-    _slack_out(message)
+    _posted(message, workspace_id=session.workspace_id, to_platform=True)
     return message
 
 
@@ -191,8 +195,16 @@ def runner_start(*, session: Session, host: Host | None = None) -> tuple[Runner,
         token_digest=token_digest(token),
         token_hint=token[:10],
     )
-    # Counter rows up front, so taking a slot is always one conditional UPDATE.
-    RunnerCount.objects.bulk_create([RunnerCount(runner=runner, tool=tool) for tool in PER_RUNNER])
+    # tools/reactions.py makes its per-runner counter rows here, in this transaction.
+    announce(
+        RunnerStarted(
+            workspace_id=session.workspace_id,
+            thread_id=session.thread_id,
+            session_id=session.id,
+            runner_id=runner.id,
+            generation=runner.generation,
+        )
+    )
     return runner, token
 
 

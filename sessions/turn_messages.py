@@ -13,6 +13,7 @@ from django.conf import settings
 from calvin.workspaces.definitions import agents_md_text
 from sessions.instructions import session_instructions_text
 from sessions.models import Runner, Session, Turn
+from sessions.secrets_port import turn_secrets
 
 
 def _provider(session: Session) -> dict:
@@ -30,10 +31,7 @@ def _provider(session: Session) -> dict:
 
 
 def _secrets(session: Session) -> list[dict]:
-    from secrets_vault.services import session_secrets
-
-    rows = session_secrets(session_id=session.id, workspace_id=session.workspace_id, agent_id=session.agent_id)
-    return [{"name": secret.name, "value": value, "file": secret.as_file} for secret, value in rows]
+    return turn_secrets(session)
 
 
 def _environment(session: Session) -> dict | None:

@@ -10,7 +10,9 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from sessions.changes import activity, host_changed, session_changed, turns_changed
 from sessions.models import Host, Runner, Session, Turn
+from sessions.secrets_port import agent_text_redacted
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +39,7 @@ def _session_of(*, host_id: int, turn_id: int) -> Session | None:
 
 def _redacted(session: Session, text: str) -> str:
     """What the agent says goes to people: never a secret value in the clear."""
-    from secrets_vault.scanner import scanner_for
-    from secrets_vault.services import session_secret_pairs
-
-    if not text:
-        return text
-    pairs = session_secret_pairs(session_id=session.id, workspace_id=session.workspace_id, agent_id=session.agent_id)
-    return scanner_for(pairs).redact(text) if pairs else text
+    return agent_text_redacted(session, text)
 
 
 @transaction.atomic
@@ -55,7 +51,7 @@ def turn_started(*, host_id: int, turn_id: int, directory: str, temp_directory: 
     Session.objects.filter(id=session.id).update(
         directory=str(directory)[:500], temp_directory=str(temp_directory)[:500]
     )
-    _activity(session.thread_id, {"kind": "started", "text": "working"})
+    activity(session, kind="started", text="working")
     return True
 
 
@@ -73,7 +69,7 @@ def turn_event(*, host_id: int, turn_id: int, event: dict) -> bool:
         return False
     text = _redacted(session, event.get("text")[:MAX_EVENT_TEXT] if isinstance(event.get("text"), str) else "")
     name = event.get("name") if isinstance(event.get("name"), str) else ""
-    _activity(session.thread_id, {"kind": event["kind"], "text": text, "name": name[:200]})
+    activity(session, kind=event["kind"], text=text, name=name[:200])
     if event["kind"] == "error" and text:
         # What went wrong (a package build that failed, a conversation not found) stays in the
         # thread, not only on the pages watching it now.
@@ -81,12 +77,6 @@ def turn_event(*, host_id: int, turn_id: int, event: dict) -> bool:
 
         system_notice_post(thread_id=session.thread_id, text=text)
     return True
-
-
-def _activity(thread_id: int, event: dict) -> None:
-    from calvin.dashboard.events import group_send_quietly, thread_group
-
-    transaction.on_commit(lambda: group_send_quietly(thread_group(thread_id), {"type": "thread.activity", **event}))
 
 
 @transaction.atomic
@@ -133,7 +123,10 @@ def turn_finish(
             thread_id=session.thread_id,
             text=f"The agent failed: {_redacted(session, str(error)[:2000]) or 'no reason given'}",
         )
-    _activity(session.thread_id, {"kind": "finished", "text": status})
+    turns_changed(session, [t.id for t in turns], FINISHED[status])
+    session_changed(session, updates["status"])
+    host_changed(host_id, "load")
+    activity(session, kind="finished", text=status)
     return True
 
 
@@ -144,14 +137,21 @@ def session_stop(*, session_id: int, member=None, via: str = "web") -> str:
     session = Session.objects.select_for_update().get(id=session_id)
     who = f"stopped by {member}" if member else f"stopped from {via}"
     status_before = session.status
+    now = timezone.now()
     queued = Turn.objects.filter(session=session, status=Turn.Status.QUEUED).update(
-        status=Turn.Status.STOPPED, error=who, finished_at=timezone.now()
+        status=Turn.Status.STOPPED, error=who, finished_at=now
     )
+    # For the announcements only: the turns this UPDATE stopped (none other has this stamp).
+    stopped = Turn.objects.filter(session=session, status=Turn.Status.STOPPED, finished_at=now, error=who)
+    stopped_ids = list(stopped.values_list("id", flat=True)) if queued else []
     running = Turn.objects.filter(session=session, status=Turn.Status.RUNNING)
     batch = running.values_list("batch_id", "host_id").first()
     if batch is None:
         Session.objects.filter(id=session.id).update(status=Session.Status.IDLE)
+        if status_before != Session.Status.IDLE:
+            session_changed(session, Session.Status.IDLE)
         if queued:
+            turns_changed(session, stopped_ids, Turn.Status.STOPPED)
             from sessions.services import system_notice_post
 
             _stop_audited(session, member=member, via=via, changes={"status": (status_before, "idle")}, queued=queued)
@@ -159,6 +159,7 @@ def session_stop(*, session_id: int, member=None, via: str = "web") -> str:
             return "stopped before the agent started"
         return "the agent is not running"
     running.update(error=who)
+    turns_changed(session, stopped_ids, Turn.Status.STOPPED)
     _stop_audited(session, member=member, via=via, changes={"status": (status_before, "stopping")}, queued=queued)
     turn_id, host_id = batch
     from sessions.hosts import host_is_live
@@ -221,6 +222,9 @@ def session_turns_end(*, session_id: int, status: str, error: str, notice: str) 
         host=None, status=Session.Status.QUEUED if more else Session.Status.IDLE
     )
     Runner.objects.filter(session_id=session_id, revoked_at__isnull=True).update(revoked_at=now)
+    turns_changed(session, [t.id for t in turns], status)
+    session_changed(session, Session.Status.QUEUED if more else Session.Status.IDLE)
+    host_changed(session.host_id, "load")
     seconds = (now - min(t.started_at or now for t in turns)).total_seconds()
     from calvin.workspaces.quotas import quota_agent_seconds_add
 
@@ -231,7 +235,7 @@ def session_turns_end(*, session_id: int, status: str, error: str, notice: str) 
     from sessions.services import system_notice_post
 
     system_notice_post(thread_id=session.thread_id, text=notice)
-    _activity(session.thread_id, {"kind": "finished", "text": status})
+    activity(session, kind="finished", text=status)
     if more:
         from sessions.scheduling import hosts_wake_on_commit
 

@@ -16,6 +16,7 @@ from django.utils.module_loading import import_string
 from approvals.services import approved_arguments
 from calvin.chat import ChatPermanentError, ChatTemporaryError, chat_adapter_for
 from calvin.chat.base import ThreadTarget
+from tools.changes import tool_call_changed
 from tools.models import ToolCall
 
 log = logging.getLogger(__name__)
@@ -129,9 +130,10 @@ def tool_call_apply(*, tool_call_id: int) -> float | None:
         # for the sweep. An external platform cannot roll back: the retry asks it first.
         with transaction.atomic():
             platform_ids = effect_perform(call)
-            ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(
+            if ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(
                 status=ToolCall.Status.APPLIED, platform_ids=platform_ids, finished_at=timezone.now()
-            )
+            ):
+                tool_call_changed(call, ToolCall.Status.APPLIED)
             if gated:
                 approval_after_apply(tool_call_id=call.id, error=None)
     except EffectNotReady as exc:
@@ -174,6 +176,7 @@ def tool_call_fail(*, tool_call_id: int, error: str) -> None:
     )
     if not changed:
         return
+    tool_call_changed(call, ToolCall.Status.FAILED)
     if approval_after_apply(tool_call_id=call.id, error=error):
         return  # the approval tells the agent, in its own words
     inbox_post(session=call.session, text=f"{call.tool} (call {call.id}) was not delivered: {error}")

@@ -14,6 +14,7 @@ from django.db import transaction
 from approvals.models import PendingApproval
 from calvin.audit.services import audit_record
 from calvin.operators import OperatorRefused, operator_check
+from tools.changes import tool_call_changed
 from tools.effects import EFFECTS
 from tools.models import ToolCall
 from tools.services.common import publish_effect
@@ -54,6 +55,7 @@ def tool_call_retry(*, tool_call_id: int, actor) -> str:
     )
     if retried != 1:
         raise OperatorRefused("it is no longer failed (retried already?)")
+    tool_call_changed(call, S.PENDING)
     audit_record(
         verb="tool_call.retry",
         workspace=call.session.workspace_id,

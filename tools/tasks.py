@@ -6,6 +6,7 @@ from django.utils import timezone
 from calvin.chat import ChatTemporaryError
 from tools.effects import tool_call_apply, tool_calls_recover
 from tools.models import ToolCall
+from tools.services.secret_requests import secret_request_card_refresh
 
 
 @shared_task(
@@ -34,3 +35,10 @@ def sweep_tool_calls() -> int:
     for tool_call_id in ids:
         apply_tool_call.delay(tool_call_id)
     return len(ids)
+
+
+@shared_task(
+    acks_late=True, autoretry_for=(ChatTemporaryError,), retry_backoff=True, retry_backoff_max=60, max_retries=8
+)
+def refresh_secret_request_card(request_id: int) -> None:
+    secret_request_card_refresh(request_id=request_id)

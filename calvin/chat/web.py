@@ -15,8 +15,7 @@ from calvin.chat.base import (
     ThreadTarget,
 )
 from calvin.chat.links import thread_url
-from calvin.dashboard.events import thread_push_on_commit
-from calvin.dashboard.selectors import thread_visible_to
+from calvin.events import MessagePosted, announce
 from sessions.models import Message, Reaction, Thread
 
 WEB = Thread.ChannelKind.WEB
@@ -29,6 +28,20 @@ def _readers(thread_id: int):
     """The people who can see a web thread: the dashboard's rule (selectors.threads_visible_to),
     every user who is a member of the thread's workspace."""
     return get_user_model().objects.filter(memberships__workspace__threads__id=thread_id)
+
+
+def thread_visible_to(user, thread_id: int) -> bool:
+    """The dashboard's rule (selectors.thread_visible_to), kept here: chat does not import the shell."""
+    return user.is_authenticated and _readers(thread_id).filter(id=user.id).exists()
+
+
+def _posted(message: Message, *, replace: bool = False, workspace_id: int | None = None) -> None:
+    """The pages watching the thread show it once this commits (calvin.dashboard.live reacts)."""
+    if workspace_id is None:
+        workspace_id = Thread.objects.values_list("workspace_id", flat=True).get(id=message.thread_id)
+    announce(
+        MessagePosted(workspace_id=workspace_id, thread_id=message.thread_id, message_id=message.id, replace=replace)
+    )
 
 
 def _unseen_because(session, thread: Thread) -> str | None:
@@ -85,30 +98,31 @@ class WebChannel:
         )
         return None if message is None else {"message_id": message.id}
 
-    def _deliver(self, *, tool_call_id: int, fields: dict) -> dict:
+    def _deliver(self, *, tool_call_id: int, fields: dict, workspace_id: int | None = None) -> dict:
         # Called inside the transaction that marks the call applied, so the message and
         # "applied" commit together; the unique tool_call is the last line of defence.
         message = Message.objects.create(tool_call_id=tool_call_id, **fields)
-        thread_push_on_commit(message)
+        thread = fields.get("thread")
+        _posted(message, workspace_id=thread.workspace_id if thread is not None else workspace_id)
         return {"message_id": message.id}
 
-    def _changed(self, message: Message, replace: bool = True, **fields) -> dict:
+    def _changed(self, thread, message: Message, replace: bool = True, **fields) -> dict:
         for name, value in fields.items():
             setattr(message, name, value)
         message.save(update_fields=list(fields))
-        thread_push_on_commit(message, replace=replace)
+        _posted(message, replace=replace, workspace_id=thread.workspace_id)
         return {"message_id": message.id}
 
     def post_message(self, *, thread, message: Message, tool_call_id: int) -> dict:
         # First shown now: a new message for the pages, not a change to one they have.
-        return self._changed(message, replace=False, delivered_at=timezone.now())
+        return self._changed(thread, message, replace=False, delivered_at=timezone.now())
 
     def edit_message(self, *, thread, message: Message, text: str) -> dict:
-        return self._changed(message, text=text, edited_at=timezone.now())
+        return self._changed(thread, message, text=text, edited_at=timezone.now())
 
     def add_reaction(self, *, thread, message: Message, emoji: str, agent_id: int) -> dict:
         Reaction.objects.get_or_create(message=message, emoji=emoji, agent_id=agent_id)
-        thread_push_on_commit(message, replace=True)
+        _posted(message, replace=True, workspace_id=thread.workspace_id)
         return {"message_id": message.id}
 
     def post_card(
@@ -127,7 +141,7 @@ class WebChannel:
         )
 
     def update_card(self, *, thread, message: Message, items: list, blocks: list, fallback_text: str) -> dict:
-        return self._changed(message, card=items, blocks=blocks, text=fallback_text)
+        return self._changed(thread, message, card=items, blocks=blocks, text=fallback_text)
 
     def upload_file(
         self,
@@ -191,7 +205,10 @@ class WebChannel:
         thread_id = target.key["thread_id"]
         posted = Message.objects.filter(tool_call_id=tool_call_id).values_list("id", flat=True).first()
         if posted is None:
-            if not Thread.objects.filter(id=thread_id, channel_kind=WEB).exists():
+            workspace_id = (
+                Thread.objects.filter(id=thread_id, channel_kind=WEB).values_list("workspace_id", flat=True).first()
+            )
+            if workspace_id is None:
                 raise ChatPermanentError(f"web thread {thread_id} no longer exists")
             fields = {
                 "thread_id": thread_id,
@@ -200,7 +217,7 @@ class WebChannel:
                 "sender_agent_id": sender_agent_id,
                 "text": text,
             }
-            posted = self._deliver(tool_call_id=tool_call_id, fields=fields)["message_id"]
+            posted = self._deliver(tool_call_id=tool_call_id, fields=fields, workspace_id=workspace_id)["message_id"]
         return {"message_id": posted, "url": f"{thread_url(thread_id)}#message-{posted}"}
 
     # spawn_thread: a new web thread, listed beside the parent's in the workspace's threads.

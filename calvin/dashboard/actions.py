@@ -15,9 +15,9 @@ Slack, so the value never travels through the thread.
 
 from django.utils.module_loading import import_string
 
+from calvin.presses import ActionRefused  # the handlers' refusal, a leaf below them
 
-class ActionRefused(Exception):
-    """The press changes nothing; the text says why (not allowed, already decided, expired)."""
+__all__ = ["HANDLERS", "ActionRefused", "action_press"]
 
 
 HANDLERS = {

@@ -1,40 +1,21 @@
 """Pushes to the pages that watch a thread live (Channels groups)."""
 
-import asyncio
 import hashlib
 import logging
-import threading
 from datetime import timedelta
 
-from channels.layers import get_channel_layer
 from django.db import transaction
 from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from calvin.channel_push import group_send
 from sessions.models import Message
 
 log = logging.getLogger(__name__)
 # One catch-up answer renders at most this much; a page that missed more reloads (latest page).
 CATCH_UP_MESSAGES = 100
 CATCH_UP_BYTES = 512 * 1024
-
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
-
-
-def _layer_loop() -> asyncio.AbstractEventLoop:
-    """One long-lived event loop per process for sync callers (workers, views).
-
-    async_to_sync would build a new loop, and with it a new Redis connection, per push.
-    """
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            _loop = asyncio.new_event_loop()
-            threading.Thread(target=_loop.run_forever, name="channel-layer", daemon=True).start()
-    return _loop
-
 
 def thread_group(thread_id: int) -> str:
     return f"thread.{thread_id}"
@@ -64,11 +45,6 @@ def user_group(user_id: int) -> str:
 def login_group(session_key: str) -> str:
     # Group names end up in Redis keys: a digest, never the session key (a bearer credential).
     return "login." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
-
-
-def group_send(group: str, event: dict) -> None:
-    send = get_channel_layer().group_send(group, event)
-    asyncio.run_coroutine_threadsafe(send, _layer_loop()).result(timeout=10)
 
 
 def thread_broadcast(message: Message, replace: bool = False) -> None:

@@ -9,7 +9,6 @@ from calvin.admin_scope import ReadOnlyRecordAdmin, WorkspaceScopedAdmin, admin_
 from calvin.audit.admin_changes import AuditedChangesAdmin
 
 # Imported for its receivers: every process that loads the admin pushes AGENTS.md on changes.
-from calvin.workspaces import signals  # noqa: F401
 from calvin.workspaces.admin_actions import pause_agents, resume_agents
 from calvin.workspaces.admin_forms import (
     AgentForm,

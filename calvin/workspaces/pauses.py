@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from calvin.audit.services import audit_record
+from calvin.events import AgentChanged, announce
 from calvin.operators import OperatorRefused, operator_check, operator_label, operator_user
 from calvin.workspaces.models import Agent
 
@@ -39,6 +40,9 @@ def agent_pause(*, agent_id: int, actor) -> str:
     audit_record(
         verb="agent.pause", workspace=agent.workspace_id, actor=actor, target=agent, changes={"paused": (False, True)}
     )
+    announce(
+        AgentChanged(workspace_id=agent.workspace_id, agent_id=agent.id, change="paused", by=operator_label(actor))
+    )
     return "paused: its sessions take no new turns (a running one finishes); queued messages wait"
 
 
@@ -46,8 +50,6 @@ def agent_pause(*, agent_id: int, actor) -> str:
 def agent_resume(*, agent_id: int, actor) -> str:
     """Resume the agent: its waiting turns run, and threads told it was paused are told it runs again."""
     from sessions.models import Session, Turn
-    from sessions.scheduling import hosts_wake_on_commit
-    from sessions.services import system_notice_post
 
     agent = Agent.objects.select_for_update().filter(id=agent_id).first()
     if agent is None:
@@ -62,13 +64,18 @@ def agent_resume(*, agent_id: int, actor) -> str:
         )
     )
     waiting.filter(error__startswith=PAUSED_MARK).update(error="")
-    for thread_id in told:
-        system_notice_post(
-            thread_id=thread_id, text=f"Resumed by {operator_label(actor)}: the waiting messages run now."
-        )
     audit_record(
         verb="agent.resume", workspace=agent.workspace_id, actor=actor, target=agent, changes={"paused": (True, False)}
     )
-    if waiting.exists():
-        hosts_wake_on_commit()
+    # sessions/reactions.py tells the threads (in this transaction) and wakes the hosts.
+    announce(
+        AgentChanged(
+            workspace_id=agent.workspace_id,
+            agent_id=agent.id,
+            change="resumed",
+            by=operator_label(actor),
+            told_thread_ids=tuple(told),
+            turns_waiting=waiting.exists(),
+        )
+    )
     return "resumed: its queued messages run now" if told else "resumed"

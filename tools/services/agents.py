@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.policy import approval_needed
-from approvals.services import approval_request, approved_arguments
+from approvals.services import approved_arguments
 from calvin.chat import ChatPermanentError
 from calvin.workspaces.models import Agent, Destination, Workspace, destination_name_normalise
 from calvin.workspaces.services import agent_create
@@ -23,6 +23,7 @@ from tools.caller import Caller
 from tools.effects import effect_perform
 from tools.errors import ToolRefused
 from tools.models import ToolCall
+from tools.services.approval_requests import approval_request
 from tools.services.common import refuse_secrets, secret_scanner_for, strings_in, tool_call_record
 
 NANOCLAW = ToolCall.Server.NANOCLAW

@@ -33,12 +33,13 @@ from django.utils import timezone
 from approvals.cards import ARGUMENT_BLOCKS_MAX, HIDDEN_SECRET, PERMISSION_PROMPT, argument_blocks, duration, visible
 from approvals.models import PendingApproval
 from approvals.policy import approval_needed
-from approvals.services import approval_expire, approval_expiry_bound, approval_request
+from approvals.services import approval_expire, approval_expiry_bound
 from calvin.workspaces.models import Agent
 from secrets_vault.scanner import SecretScanner
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.models import ToolCall
+from tools.services.approval_requests import approval_request
 from tools.services.common import off_loop, refuse_secrets, secret_scanner_for, tool_call_record
 
 TOOL = PERMISSION_PROMPT

@@ -11,6 +11,7 @@ from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
 from secrets_vault.scanner import SecretScanner, scanner_for
 from secrets_vault.services import session_secret_pairs
 from tools.caller import Caller, caller_has_secrets
+from tools.changes import tool_call_changed
 from tools.errors import ToolRefused
 from tools.limits import tool_call_count_and_insert
 from tools.models import ToolCall
@@ -113,6 +114,7 @@ def tool_call_record(
         status=status,
     )
     tool_call_count_and_insert(row=call, workspace_id=caller.workspace_id, runner_id=caller.runner_id, tool=tool)
+    tool_call_changed(call, status, workspace_id=caller.workspace_id, thread_id=caller.thread_id)
     if status == ToolCall.Status.PENDING:
         transaction.on_commit(lambda: publish_effect(call.id))
     return call

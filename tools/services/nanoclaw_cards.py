@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, StringConstraints, ValidationError, model_validator
 
-from calvin.dashboard.actions import ActionRefused
+from calvin.presses import ActionRefused
 from sessions.models import Message
 from sessions.services import inbox_post
 from tools.caller import Caller

@@ -17,9 +17,10 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
+from calvin.channel_push import group_send
 from calvin.chat import ChatPermanentError, ChatTemporaryError
-from calvin.dashboard.actions import ActionRefused
-from calvin.dashboard.events import group_send
+from calvin.events import QuestionChanged, announce
+from calvin.presses import ActionRefused
 from tools.caller import Caller
 from tools.card_spec.blockkit import card_blocks
 from tools.errors import ToolRefused
@@ -199,6 +200,26 @@ def _card_show(question: Question, note: str, result: dict) -> None:
         log.warning("could not edit the card of question call %s", question.tool_call_id, exc_info=True)
 
 
+def _question_changed(question_id: int, status: str, *, caller: Caller | None = None, tool_call_id: int = 0) -> None:
+    if caller is None:
+        row = Question.objects.filter(id=question_id).values_list(
+            "tool_call_id", "tool_call__session_id", "tool_call__session__workspace_id", "tool_call__session__thread_id"
+        )
+        tool_call_id, session_id, workspace_id, thread_id = row.get()
+    else:
+        session_id, workspace_id, thread_id = caller.session_id, caller.workspace_id, caller.thread_id
+    announce(
+        QuestionChanged(
+            workspace_id=workspace_id,
+            thread_id=thread_id,
+            session_id=session_id,
+            question_id=question_id,
+            tool_call_id=tool_call_id,
+            status=status,
+        )
+    )
+
+
 def _push_on_commit(question_id: int, decision: Decision) -> None:
     """Wake the waiting tool call once the decision is committed (a rolled-back one wakes nobody).
 
@@ -250,6 +271,7 @@ def question_ask(*, caller: Caller, title: str, question: str, options, timeout)
     )
     # The buttons name the call, whose id exists only now; the effect task reads this after commit.
     ToolCall.objects.filter(id=call.id).update(payload=_card_payload(question_items(asked), title))
+    _question_changed(asked.id, OPEN, caller=caller, tool_call_id=call.id)
     return {
         "question_id": asked.id,
         "tool_call_id": call.id,
@@ -271,6 +293,7 @@ def question_expire(*, question_id: int, note: str) -> Decision:
         closed = Question.objects.filter(id=question_id, status=OPEN).update(status=EXPIRED)
         question = Question.objects.select_related("answered_by").get(id=question_id)
         if closed:
+            _question_changed(question.id, EXPIRED)
             _push_on_commit(question.id, Decision(EXPIRED))
             _card_show(question, note, {"status": "expired", "note": note})
     return Decision(question.status, question.answer_index)
@@ -380,6 +403,7 @@ def _answer(*, question: Question, member, index: int, via: str) -> tuple[bool, 
         if won:
             question.status, question.answer_index, question.answered_by = ANSWERED, index, member
             _answer_audited(question, member=member, index=index, via=via)
+            _question_changed(question.id, ANSWERED)
             _push_on_commit(question.id, Decision(ANSWERED, index))
             result = {"status": "answered", "value": question.options[index]["value"], "by": str(member), "via": via}
             _card_show(question, f"Answered by {member}", result)

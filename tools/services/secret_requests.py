@@ -11,11 +11,12 @@ from django.db import IntegrityError, transaction
 from calvin.workspaces.models import Agent
 from secrets_vault.crypto import vault_available
 from secrets_vault.models import MAX_NAME, NAME_RE, SecretRequest
-from secrets_vault.requests import request_card
+from secrets_vault.requests import agent_name_of, request_card
 from secrets_vault.services import secret_name_taken
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.models import ToolCall
+from tools.services.card_edits import tool_call_card_replace
 from tools.services.common import secret_scanner_for, tool_call_record
 
 MIN_REASON, MAX_REASON = 3, 200
@@ -83,3 +84,12 @@ def secret_request(*, caller: Caller, name: str, reason: str, as_file: bool) -> 
     # The card names the request, whose id is the call's: stored before the worker can read it.
     ToolCall.objects.filter(id=call.id).update(payload=request_card(request, agent_name=agent_name))
     return {"tool_call_id": call.id, "status": call.status}
+
+
+def secret_request_card_refresh(*, request_id: int) -> bool:
+    """Store the card as the request is now and edit the posted one in place."""
+    request = SecretRequest.objects.select_related("session__agent", "set_by").filter(pk=request_id).first()
+    if request is None:
+        return False
+    card = request_card(request, agent_name=agent_name_of(request.session))
+    return tool_call_card_replace(tool_call_id=request.pk, payload=card)

@@ -25,6 +25,7 @@ from secrets_vault.services import session_text_redacted
 from sessions.models import Message, Session, Thread
 from sessions.services import inbox_post, session_start, system_notice_post
 from tools.caller import Caller
+from tools.changes import tool_call_changed
 from tools.errors import ToolRefused
 from tools.limits import runner_refuse_if_spent
 from tools.models import ToolCall
@@ -185,9 +186,10 @@ def spawn_settle_if_made(*, tool_call_id: int, withdraw: bool = False) -> dict |
     except ChatPermanentError as exc:
         # The call did nothing: failed, once (Slack's outbox may have failed it already, telling the agent).
         error = session_text_redacted(session_id=call.session_id, workspace_id=call.session.workspace_id, text=str(exc))
-        ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLIED).update(
+        if ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLIED).update(
             status=ToolCall.Status.FAILED, error=error, finished_at=timezone.now()
-        )
+        ):
+            tool_call_changed(call, ToolCall.Status.FAILED)
         raise ToolRefused(f"no thread was spawned: {exc}") from None
     return None if where is None else spawn_settle(tool_call_id=call.id, where=where)
 

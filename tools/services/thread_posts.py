@@ -26,13 +26,14 @@ from django.db import transaction
 from approvals.cards import ARGUMENT_BLOCKS_MAX, argument_blocks, duration, visible
 from approvals.models import PendingApproval
 from approvals.policy import approval_needed
-from approvals.services import approval_expiry_bound, approval_request
+from approvals.services import approval_expiry_bound
 from calvin.chat.links import thread_url
 from calvin.chat.thread_refs import ThreadRefInvalid, thread_ref_parse
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.models import ToolCall
 from tools.services.approval_prompts import approval_prompt_wait, approval_with_decider
+from tools.services.approval_requests import approval_request
 from tools.services.common import off_loop, refuse_secrets, secret_scanner_for, tool_call_record
 from tools.services.threads import thread_arguments, thread_target_for
 

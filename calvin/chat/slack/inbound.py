@@ -19,6 +19,7 @@ from calvin.chat.models import SlackEvent, SlackPost
 from calvin.chat.slack.installations import bot_for_team, installation_remove
 from calvin.chat.slack.lookups import member_for_slack_user, slack_thread
 from calvin.chat.slack.web_api import slack_client, slack_error
+from calvin.workspaces.services import WorkspaceRefused, workspace_admin_now
 from secrets_vault.redaction import redact_text
 from sessions.models import Message, Session, Thread
 
@@ -289,3 +290,27 @@ def slack_team_uninstall(*, team_id: str, actor=None, via: str | None = "slack")
     ).update(status=SlackPost.Status.FAILED, error=UNINSTALLED)
     log.info("Slack team %s uninstalled: %d sessions stopped, %d posts failed", team_id, stopped, failed)
     return f"installation removed; {stopped} sessions stopped; {failed} waiting posts failed"
+
+
+@transaction.atomic
+def workspace_slack_uninstall(*, member, team_id: str) -> str:
+    """Forget the workspace's Slack installation of `team_id` (the one the page showed); returns its team's name.
+
+    As when Slack says the app was uninstalled: Calvin's copy of the bot token goes, the running
+    sessions of Slack threads stop with a notice, posts waiting for Slack fail. The app stays
+    listed in Slack until removed there."""
+    from calvin.chat.models import SlackInstallation
+
+    member = workspace_admin_now(member)
+    installation = SlackInstallation.objects.select_for_update().filter(workspace_id=member.workspace_id).first()
+    if installation is None or installation.team_id != team_id:
+        raise WorkspaceRefused("this workspace is not connected to that Slack team (any more): nothing changed")
+    if installation.from_environment:
+        raise WorkspaceRefused(
+            "this connection comes from the gateway's SLACK_BOT_TOKEN: it is made again while that is set;"
+            " remove SLACK_BOT_TOKEN from the gateway's settings to disconnect"
+        )
+    team = installation.team_name or installation.team_id
+    # installation_remove records slack.uninstall, once, whoever removes it.
+    slack_team_uninstall(team_id=installation.team_id, actor=member, via=None)
+    return team

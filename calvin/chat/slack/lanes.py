@@ -36,6 +36,7 @@ from calvin.chat.base import ChatPermanentError, ChatTemporaryError
 from calvin.chat.models import SlackLane, SlackPost
 from calvin.chat.slack.outbox import WAITING, lane_drain_queue
 from calvin.chat.slack.web_calls import SENDERS, _post_find
+from calvin.events import ToolCallChanged, announce
 from secrets_vault.redaction import redact_text
 
 log = logging.getLogger(__name__)
@@ -305,6 +306,16 @@ def tool_call_delivery_fail(*, tool_call_id: int, error: str) -> bool:
     if not changed:
         return False
     call = ToolCall.objects.select_related("session").get(id=tool_call_id)
+    announce(
+        ToolCallChanged(
+            workspace_id=call.session.workspace_id,
+            thread_id=call.session.thread_id,
+            session_id=call.session_id,
+            tool_call_id=call.id,
+            tool=call.tool,
+            status=ToolCall.Status.FAILED,
+        )
+    )
     kind = PendingApproval.objects.filter(tool_call_id=call.id).values_list("kind", flat=True).first()
     if approval_after_apply(tool_call_id=call.id, error=error) and kind not in ANSWERED_IN_CALL:
         return True  # the approval told the agent, in its own words

@@ -20,8 +20,8 @@ from django.core.management.base import BaseCommand, CommandError
 from calvin.chat.slack.installations import slack_setup_lines
 from calvin.http_server import add_proxy_arguments, trusted_proxies_from, uvicorn_config
 from calvin.private_files import gateway_umask_set, private_modes_ensure
-from calvin.workspaces.services import demo_agent_ensure, demo_ensure
 from secrets_vault.crypto import new_key
+from sessions.demo import demo_agent_ensure, demo_ensure
 from sessions.hosts import host_create, host_token_reset
 from sessions.management.commands.issue_token import mcp_json_for
 from sessions.models import Host

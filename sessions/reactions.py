@@ -1,8 +1,9 @@
-"""A workspace's definition changed: its live sessions get the new AGENTS.md.
+"""What sessions do when the layers below them change (subscribed from AgentSessionsConfig.ready()).
 
-However a repository is saved or deleted (the admin, an import, the ORM), the push runs once
-per workspace after the transaction commits. Best effort: a host that is not connected gets
-the current text with its session's next turn anyway.
+A workspace's definition changed: its live sessions get the new AGENTS.md. However a
+repository is saved or deleted (the admin, an import, the ORM), the push runs once per
+workspace after the transaction commits. Best effort: a host that is not connected gets the
+current text with its session's next turn anyway.
 """
 
 import logging
@@ -14,8 +15,13 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from calvin.events import AgentChanged, records
 from calvin.workspaces.definitions import agents_md_text
 from calvin.workspaces.models import Repository
+from sessions.host_link import host_send
+from sessions.instructions import agents_md_write_local
+from sessions.models import Session
+from sessions.scheduling import hosts_wake_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +53,6 @@ def agents_md_push_on_commit(*, workspace_id: int) -> None:
 
 
 def agents_md_push(*, workspace_id: int) -> None:
-    from sessions.host_link import host_send
-    from sessions.instructions import agents_md_write_local
-    from sessions.models import Session
     from sessions.services import LIVE_STATUSES
 
     at = time.time()  # before the read: a host keeps the newest of a push and a turn's copy
@@ -63,3 +66,17 @@ def agents_md_push(*, workspace_id: int) -> None:
             agents_md_write_local(Path(directory), text)
     for host_id, session_ids in by_host.items():
         host_send(host_id, {"type": "session.agents_md", "sessions": session_ids, "text": text, "at": at})
+
+
+@records(AgentChanged)
+def agent_resumed_told(event: AgentChanged) -> None:
+    """A resumed agent's threads that were told it was paused are told it runs again (in the
+    resume's transaction, as the notices are part of it), and the hosts look for its turns."""
+    if event.change != "resumed":
+        return
+    from sessions.services import system_notice_post
+
+    for thread_id in event.told_thread_ids:
+        system_notice_post(thread_id=thread_id, text=f"Resumed by {event.by}: the waiting messages run now.")
+    if event.turns_waiting:
+        hosts_wake_on_commit()
