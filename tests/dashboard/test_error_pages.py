@@ -45,7 +45,7 @@ def test_another_tenants_thread_is_calvins_404_with_a_way_home(gateway, workspac
 def test_a_logged_out_404_offers_the_login(gateway, page):
     response = page.goto(f"{gateway}/no-such-page/")
     assert response.status == 404
-    expect(page.locator("#error-page")).to_contain_text("There is nothing at /no-such-page/")
+    expect(page.locator("#error-page")).to_contain_text("There is nothing at this address")
     expect(page.locator("#error-page a:text-is('Log in')")).to_have_attribute("href", "/accounts/login/")
 
 

@@ -90,6 +90,7 @@ def test_an_external_agents_thread_waits_for_your_agent_with_its_mcp_json(gatewa
     expect(page.locator("#thread-header")).not_to_contain_text("queued")
     expect(page.locator("#fact-provider")).to_have_text("external: you run it")
     expect(page.locator("#fact-host")).to_have_text("wherever you run it")
+    expect(page.locator("#stop-agent")).to_have_count(0)  # nothing of it runs in Calvin
     connect = page.locator("#connect-agent")
     expect(connect).to_have_attribute("open", "")
     mcp_json = page.locator("#mcp-json").inner_text()
