@@ -63,7 +63,7 @@ def _step_problem(step, servers: dict) -> str:
         seconds = step["sleep"]
         valid = isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds <= MAX_SLEEP
         return "" if valid else f"sleep must be a number of seconds from 0 to {MAX_SLEEP}"
-    return f"unknown step with keys {sorted(keys)} (expected tool, reply, sleep or usage)"
+    return f"unknown step with keys {sorted(keys)} (expected tool, reply or sleep)"
 
 
 def parse_script(text: str, servers: dict) -> list[dict]:
