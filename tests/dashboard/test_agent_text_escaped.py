@@ -35,9 +35,11 @@ def hostile_card() -> list[dict]:
     ]
 
 
-# Where the payload shows: 2 headers, text, field label and value, 2 columns, 2 cells, 2 chart titles,
-# 2 bar labels and 2 bar tooltips (series name), the line's series name, the button: 17.
-ESCAPED_PLACES = 17
+# Where the payload shows: 2 headers, text, field label and value, 2 columns, 2 cells, 2 chart
+# captions, the button (12); and in each of the 2 SVG charts (calvin/dashboard/svg_charts.py) 9: its
+# <title> and title text, the x label (both points share it), the y axis label (a single series
+# names it), the series' data-series, and 2 hover titles naming series and label each: 30.
+ESCAPED_PLACES = 30
 
 
 def hostile_messages(thread) -> list[Message]:

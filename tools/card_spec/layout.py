@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from calvin.chat.people_words import cell_words
 from tools.card_spec.models import ELEMENT_TYPES, MAX_ELEMENTS, PROPS_BY_TYPE, CardSpec
 
 MAX_TABLES = 1
@@ -66,7 +67,8 @@ def pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
 
 
 def _cell(value) -> str:
-    return "" if value is None else str(value)
+    # As people write it, on the web and in Slack alike: yes / no / — for true, false and null.
+    return cell_words(value)
 
 
 def _table_problems(prefix: str, props) -> list[str]:
