@@ -1,8 +1,8 @@
 from django.urls import path
 
 from calvin.accounts.invitation_views import invitation_page
-from calvin.dashboard import people as people_views
 from calvin.dashboard import chart_views, secret_form, secrets, views, workspace_views
+from calvin.dashboard import people as people_views
 
 app_name = "dashboard"
 
