@@ -26,7 +26,17 @@ from approvals.models import PendingApproval
 from calvin.accounts.models import Invitation
 from calvin.audit.models import AuditEvent
 from calvin.chat.models import SlackEvent, SlackInstallation, SlackLane, SlackPost
-from calvin.workspaces.models import Agent, DailyUsage, Destination, Member, Quota, Repository, Workspace
+from calvin.workspaces.models import (
+    Agent,
+    DailyUsage,
+    Destination,
+    Member,
+    Quota,
+    Repository,
+    SpendNotice,
+    StorageUsage,
+    Workspace,
+)
 from calvin.workspaces.services import workspace_create
 from secrets_vault.models import Secret, SecretRequest
 from secrets_vault.services import secret_put
@@ -109,6 +119,10 @@ TENANT_FACTORIES = {
     Member: lambda ws, tag, made: Member.objects.create(workspace=ws, role="member", display_name=f"{tag} person"),
     Quota: lambda ws, tag, made: Quota.objects.get(workspace=ws),
     DailyUsage: lambda ws, tag, made: DailyUsage.objects.create(workspace=ws, day=timezone.now().date(), turns=1),
+    SpendNotice: lambda ws, tag, made: SpendNotice.objects.create(
+        workspace=ws, month=timezone.now().date().replace(day=1), threshold=80, cap_usd=10, spent_usd=8
+    ),
+    StorageUsage: lambda ws, tag, made: StorageUsage.objects.update_or_create(workspace=ws, defaults={"bytes": 5})[0],
     Repository: lambda ws, tag, made: Repository.objects.create(
         workspace=ws, name=f"{tag}-api", full_name=f"{tag}/api", clone_url=f"https://example.com/{tag}/api.git"
     ),

@@ -25,7 +25,17 @@ from calvin.workspaces.definitions import (
     definition_export,
     definition_import,
 )
-from calvin.workspaces.models import Agent, DailyUsage, Destination, Member, Quota, Repository, Workspace
+from calvin.workspaces.models import (
+    Agent,
+    DailyUsage,
+    Destination,
+    Member,
+    Quota,
+    Repository,
+    SpendNotice,
+    StorageUsage,
+    Workspace,
+)
 from calvin.workspaces.quotas import quotas_with_usage
 
 
@@ -335,6 +345,27 @@ class DailyUsageAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
     @admin.display(description="agent minutes", ordering="agent_seconds")
     def agent_minutes(self, obj):
         return f"{obj.agent_seconds / 60:.1f}"
+
+
+@admin.register(SpendNotice)
+class SpendNoticeAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
+    """The 80 % / 100 % spend notices sent to owners, one per month and threshold (written by the spend service)."""
+
+    list_display = ["month", "workspace", "threshold", "cap_usd", "spent_usd", "created_at"]
+    list_select_related = ["workspace"]
+    ordering = ["-month", "workspace__name"]
+    fields = ["workspace", "month", "threshold", "cap_usd", "spent_usd", "created_at"]
+    readonly_fields = fields
+
+
+@admin.register(StorageUsage)
+class StorageUsageAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
+    """Bytes of stored files counted against storage_mib (written only by the storage service)."""
+
+    list_display = ["workspace", "bytes"]
+    list_select_related = ["workspace"]
+    fields = ["workspace", "bytes"]
+    readonly_fields = fields
 
 
 class DestinationInline(WorkspaceScopedAdmin, admin.TabularInline):
