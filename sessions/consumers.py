@@ -11,6 +11,7 @@ import logging
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from calvin.sockets import EndsOnClosedSocket
 from sessions import hosts, scheduling, turns
 from sessions.host_link import HOSTS_GROUP
 from tools.auth import bearer_token
@@ -28,7 +29,7 @@ def _host_id_for(token: str) -> int | None:
     return host.id if host else None
 
 
-class HostConsumer(AsyncJsonWebsocketConsumer):
+class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
     async def connect(self):
         self.host_id = await _host_id_for(bearer_token(self.scope) or "")
         self.registered = False

@@ -18,7 +18,7 @@ from django.dispatch import receiver
 from calvin.events import AgentChanged, records
 from calvin.workspaces.definitions import agents_md_text
 from calvin.workspaces.models import Repository
-from sessions.host_link import host_send
+from sessions import host_link
 from sessions.instructions import agents_md_write_local
 from sessions.models import Session
 from sessions.scheduling import hosts_wake_on_commit
@@ -65,7 +65,7 @@ def agents_md_push(*, workspace_id: int) -> None:
         elif directory:  # its directory is on the gateway (an issue_token runner's session)
             agents_md_write_local(Path(directory), text)
     for host_id, session_ids in by_host.items():
-        host_send(host_id, {"type": "session.agents_md", "sessions": session_ids, "text": text, "at": at})
+        host_link.host_send(host_id, {"type": "session.agents_md", "sessions": session_ids, "text": text, "at": at})
 
 
 @records(AgentChanged)

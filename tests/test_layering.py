@@ -61,6 +61,7 @@ LEAVES = (
     "tools.availability",  # the seed's table of tools per deployment mode
     "calvin.chat.people_words",  # text in people's words: pure functions
     "calvin.chat.mrkdwn",
+    "calvin.sockets",  # what every websocket consumer shares
 )
 # The chat port: the adapter interface, its errors, and how a thread names its adapter
 # (settings.CALVIN_CHAT_ADAPTERS, resolved at run time). Every layer may post through it; the

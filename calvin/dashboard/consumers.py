@@ -19,9 +19,17 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from calvin.dashboard.events import login_group, thread_group, user_group
-from calvin.dashboard.live import live_catch_up, live_stream_seq, thread_stream, workspace_group, workspace_stream
+from calvin.dashboard.live import (
+    live_catch_up,
+    live_stream_seq,
+    live_stream_settle,
+    thread_stream,
+    workspace_group,
+    workspace_stream,
+)
 from calvin.dashboard.selectors import watcher_may_see, workspace_watcher_may_see
 from calvin.dashboard.throttle import TokenBucket
+from calvin.sockets import EndsOnClosedSocket
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +43,7 @@ def _seq(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-class LiveConsumer(AsyncJsonWebsocketConsumer):
+class LiveConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
     """What both sockets share: access rules, re-checks, seq catch-up. Subclasses say what is watched."""
 
     kind = ""
@@ -99,7 +107,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"stream": self.stream, "at": at})
             return
         if until is None:
-            self._sent(since)
+            self.sent = since  # what the page has, by its own word
         await self._catch_up(since, until)
 
     async def _catch_up(self, since: int, until: int | None = None):
@@ -108,6 +116,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             self._sent(await database_sync_to_async(live_stream_seq)(self.stream))
             await self.send_json({"reload": True})  # the page reloads (or refetches) and starts again
         for frame in caught.frames:  # checked once above, not once per frame
+            if until is None and self.sent is not None and frame["seq"] <= self.sent:
+                continue  # pushed while this was read (a gap's fill, with `until`, sends all it asked for)
             self._sent(frame["seq"])
             await self.send_json(frame)
 
@@ -122,7 +132,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             if self.sent is None:
                 continue
             try:
-                latest = await database_sync_to_async(live_stream_seq)(self.stream)
+                latest = await database_sync_to_async(live_stream_settle)(self.stream)
                 if latest > self.sent and await self._still_watching():
                     await self._catch_up(self.sent)
             except Exception:
@@ -159,8 +169,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def live_event(self, event):
         """A logged event, pushed after its commit (calvin/dashboard/live.py)."""
+        seq = event["frame"]["seq"]
+        if self.sent is not None and seq <= self.sent:
+            return  # a catch-up sent it already (the push came late, or after the look numbered it)
         if await self._still_watching():
-            self._sent(event["frame"]["seq"])
+            self._sent(seq)
             await self.send_json(event["frame"])
 
     async def access_recheck(self, event):

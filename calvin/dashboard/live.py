@@ -77,25 +77,39 @@ def live_stream_seq(stream: str) -> int:
     return LiveStream.objects.filter(name=stream).values_list("last_seq", flat=True).first() or 0
 
 
-def _next_seq(stream: str) -> int:
-    # One statement takes the next number and locks the counter row until the announcing
-    # transaction ends. A second transaction announcing into the same stream waits here until
-    # the first commits (then gets the next number) or rolls back (then gets the same number):
-    # so seqs have no gaps, and a stream's seq order is its commit order — a reader that sees
-    # seq n committed always finds n-1 committed too. (An insert on first use, an update after.)
+def _counter_locked(stream: str) -> int:
+    # Takes (creating on first use) the stream's counter row, held until this transaction ends.
+    table = LiveStream._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {LiveStream._meta.db_table} (name, last_seq) VALUES (%s, 1) "
-            f"ON CONFLICT (name) DO UPDATE SET last_seq = {LiveStream._meta.db_table}.last_seq + 1 "
-            "RETURNING last_seq",
+            f"INSERT INTO {table} (name, last_seq) VALUES (%s, 0) "
+            f"ON CONFLICT (name) DO UPDATE SET last_seq = {table}.last_seq RETURNING last_seq",
             [stream],
         )
         return cursor.fetchone()[0]
 
 
-@transaction.atomic
-def live_event_record(*, stream: str, kind: str, payload: dict) -> LiveEvent:
-    return LiveEvent.objects.create(stream=stream, seq=_next_seq(stream), kind=kind, payload=payload)
+def live_stream_number(stream: str) -> list[dict]:
+    """Number the stream's committed, unnumbered events (in the order they were written) and
+    return them as frames, after commit.
+
+    The announcing transaction only inserts its event, unnumbered: it takes no shared lock, so
+    it neither waits on nor deadlocks with another. Numbering is its own short transaction
+    holding the stream's counter: seqs have no gaps, and a reader that sees seq n committed
+    sees n-1 too. An event whose announcer died between its commit and this is numbered by the
+    next caller for the stream (the next event, a page's catch-up, a socket's periodic look).
+    """
+    waiting = LiveEvent.objects.filter(stream=stream, seq__isnull=True)
+    if not waiting.exists():
+        return []
+    with transaction.atomic():
+        last = _counter_locked(stream)
+        rows = list(waiting.order_by("id"))  # read under the lock: a numbering just before is seen
+        for offset, row in enumerate(rows, 1):
+            row.seq = last + offset
+        LiveEvent.objects.bulk_update(rows, ["seq"])
+        LiveStream.objects.filter(name=stream).update(last_seq=last + len(rows))
+    return [{"stream": stream, "seq": r.seq, "kind": r.kind, "payload": r.payload} for r in rows]
 
 
 def _payload(event: Event) -> dict:
@@ -110,8 +124,6 @@ def _payload(event: Event) -> dict:
 
 
 def _streams(event: Event, on_thread: bool, on_workspace: bool) -> list[str]:
-    # The workspace's counter first, always: two transactions taking the same two rows in the
-    # same order cannot deadlock on them.
     streams = [workspace_stream(event.workspace_id)] if on_workspace else []
     thread_id = getattr(event, "thread_id", None)
     if on_thread and thread_id:
@@ -125,17 +137,45 @@ def live_log(event: Event) -> None:
     kind, on_thread, on_workspace = KINDS[type(event)]
     payload = _payload(event)
     for stream in _streams(event, on_thread, on_workspace):
-        row = live_event_record(stream=stream, kind=kind, payload=payload)
-        frame = {"stream": stream, "seq": row.seq, "kind": kind, "payload": payload}
-        transaction.on_commit(lambda frame=frame: _push(frame))
+        LiveEvent.objects.create(stream=stream, seq=None, kind=kind, payload=payload)
+        _number_and_push_on_commit(stream)
+
+
+def _number_and_push_on_commit(stream: str) -> None:
+    """Once per stream per transaction, however many events it announced there."""
+    connection = transaction.get_connection()
+    if connection.in_atomic_block:
+        for _, queued, *_ in connection.run_on_commit:
+            if getattr(queued, "live_stream", None) == stream and not queued.ran:
+                return
+
+    def number_and_push():
+        number_and_push.ran = True  # tests run callbacks inside the transaction: a later event needs its own
+        try:
+            frames = live_stream_number(stream)
+        except Exception:  # the change is committed; the next caller for the stream numbers it
+            log.warning("live events of a %s stream could not be numbered", stream.split(":")[0], exc_info=True)
+            return
+        for frame in frames:
+            _push(frame)
+
+    number_and_push.live_stream, number_and_push.ran = stream, False
+    transaction.on_commit(number_and_push)
 
 
 def _push(frame: dict) -> None:
-    """After commit. A failed push loses nothing: the page sees the gap and catches up from the log."""
+    """After numbering. A failed push loses nothing: the page sees the gap and catches up from the log."""
     try:
         group_send(stream_group(frame["stream"]), {"type": "live.event", "frame": page_frame(frame)})
     except Exception:
         log.warning("live push of %s #%s failed", frame["stream"].split(":")[0], frame["seq"], exc_info=True)
+
+
+def live_stream_settle(stream: str) -> int:
+    """Number (and push) what an announcer left unnumbered, then the stream's latest seq."""
+    for frame in live_stream_number(stream):
+        _push(frame)
+    return live_stream_seq(stream)
 
 
 def header_html(thread: Thread) -> str:
@@ -187,6 +227,7 @@ def live_catch_up(stream: str, since: int, until: int | None = None) -> CatchUp:
     A thread's message renders once, at its last event in the range (as it is now); earlier
     events of it, and all but the last header change, go as bare seqs the page just counts.
     """
+    live_stream_settle(stream)
     query = LiveEvent.objects.filter(stream=stream, seq__gt=since).order_by("seq")
     if until is not None:
         query = query.filter(seq__lte=until)

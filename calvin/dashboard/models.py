@@ -22,7 +22,7 @@ class LiveEvent(models.Model):
     """An event as a page needs it: ids and statuses only (pages render from the database)."""
 
     stream = models.CharField(max_length=40)
-    seq = models.BigIntegerField()
+    seq = models.BigIntegerField(null=True)  # None until numbered, just after its transaction commits
     kind = models.CharField(max_length=20)
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -209,7 +209,8 @@ def test_stopping_a_running_turn_writes_one_event(tenants, session):
     event = only("session.stop")
     assert (event.actor_label, event.changes) == ("ann", {"status": ["running", "stopping"]})
     assert session_stop(session_id=session.id, member=member(tenants, "ann"), via="web") == "the agent is not running"
-    assert AuditEvent.objects.count() == 1
+    # Besides the stop, the ended turn's usage (its minutes) is on the record: once each.
+    assert sorted(AuditEvent.objects.values_list("verb", flat=True)) == ["session.stop", "turn.usage"]
 
 
 def test_a_stop_from_the_admin_by_phrase_or_the_slack_command_names_its_channel(tenants, session):

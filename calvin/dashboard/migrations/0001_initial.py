@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('stream', models.CharField(max_length=40)),
-                ('seq', models.BigIntegerField()),
+                ('seq', models.BigIntegerField(null=True)),
                 ('kind', models.CharField(max_length=20)),
                 ('payload', models.JSONField(default=dict)),
                 ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
