@@ -133,6 +133,12 @@ def test_a_chosen_send_card_button_is_marked_after_a_reload(agent, page, gateway
     card = page.locator(".msg[data-kind=card] .card", has_text="Release 7.1")
     card.locator("form.actions button", has_text="Deploy").click()
     expect(card.locator(".action-result")).to_have_text("Sent to the agent: you chose Deploy")
+    # Live, before any reload: the card is shown again with the choice marked and who chose it,
+    # and the answer and the spent buttons stay.
+    expect(card.locator("p.note.choices")).to_have_text(re.compile(r"^Chosen: Deploy by \S+"))
+    expect(card.locator("button", has_text="Deploy")).to_have_class(re.compile(r"\bpicked\b"))
+    expect(card.locator(".action-result")).to_have_text("Sent to the agent: you chose Deploy")
+    expect(card.locator("button", has_text="Hold")).to_be_disabled()
 
     page.reload()
     card = page.locator(".msg[data-kind=card] .card", has_text="Release 7.1")

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, StringConstraints, ValidationError, model_validator
 
+from calvin.events import MessagePosted, announce
 from calvin.presses import ActionRefused
 from sessions.models import Message
 from sessions.services import inbox_post
@@ -224,6 +225,11 @@ def card_choice_pressed(*, thread, member, target_id: int, value: str, via: str)
             if action["value"] != action["label"]:
                 text += f" (value: {action['value']})"
             inbox_post(session=message.tool_call.session, text=f'{text} on the card "{card["title"]}"', member=member)
+            # Pages watching the thread show the card with the choice marked (and who chose what).
+            changed = MessagePosted(
+                workspace_id=thread.workspace_id, thread_id=thread.id, message_id=message.id, replace=True
+            )
+            announce(changed)
     if not created:
         raise ActionRefused(f"you already chose {actions[choice.action_index]['label']}")
     return f"Sent to the agent: you chose {actions[index]['label']}"

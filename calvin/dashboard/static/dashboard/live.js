@@ -38,6 +38,12 @@
     timer = setTimeout(() => { timer = null; fetchPanels(); }, DEBOUNCE_MS);
   }
 
+  // A decision from this page (actions.js): its answer stays readable a moment, then the
+  // panels show the new state (the event the decision pushes may not concern this page's kinds).
+  document.addEventListener("actions:answered", (event) => {
+    setTimeout(refresh, event.detail && event.detail.ok ? 1200 : 3000);
+  });
+
   async function fetchPanels() {
     if (fetching) { again = true; return; }
     fetching = true;

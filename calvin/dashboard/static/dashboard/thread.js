@@ -3,33 +3,12 @@
 // one it has, and when one is missing (a push that was lost) asks for exactly the missing ones.
 // On (re)connect it asks for everything after the last seq it applied. Messages are appended
 // (or replace the one shown), the header is replaced as the server rendered it, and what the
-// agent does right now is shown in words. Buttons on cards post with the page's CSRF token.
+// agent does right now is shown in words. Buttons on cards: actions.js.
 // A static file, because the Content-Security-Policy allows no inline script.
 (function () {
   const box = document.getElementById("messages");
   const status = document.getElementById("live-status");
   if (!box) return;
-
-  box.addEventListener("submit", async (event) => {
-    const form = event.target.closest("form.actions");
-    if (!form) return;
-    event.preventDefault();
-    const button = event.submitter;
-    const result = form.querySelector(".action-result");
-    const token = document.querySelector("input[name=csrfmiddlewaretoken]");
-    const body = new FormData();
-    body.append("value", button ? button.value : "");
-    try {
-      const response = await fetch(form.action, {
-        method: "POST", body, credentials: "same-origin",
-        headers: {"X-CSRFToken": token ? token.value : "", "Accept": "application/json"},
-      });
-      const data = await response.json();
-      if (result) { result.textContent = data.text; result.dataset.ok = String(data.ok); }
-    } catch (error) {
-      if (result) { result.textContent = "could not reach Calvin; try again"; result.dataset.ok = "false"; }
-    }
-  });
 
   // The running turn's elapsed time, ticking here (the header says when it started).
   function pad(n) { return String(n).padStart(2, "0"); }
@@ -60,9 +39,25 @@
   let socket = null;
   window.calvinLive = {seq: () => last};  // for tests and the curious: what this page has applied
 
+  // A card re-rendered live keeps the answer its buttons got here (actions.js writes it).
+  function keepingAnswers(shown, html) {
+    const fresh = document.createRange().createContextualFragment(html);
+    for (const result of shown.querySelectorAll("form[data-press] .action-result")) {
+      if (!result.textContent) continue;
+      const action = result.closest("form").getAttribute("action");
+      const twin = fresh.querySelector(`form[data-press][action="${CSS.escape(action)}"] .action-result`);
+      if (!twin) continue;
+      twin.textContent = result.textContent;
+      twin.dataset.ok = result.dataset.ok;
+      // Pressed and taken: this reader's buttons stay done (a second press would be refused).
+      if (result.dataset.ok === "true") for (const b of twin.closest("form").querySelectorAll("button")) b.disabled = true;
+    }
+    return fresh;
+  }
+
   function showMessage(data) {
     const shown = document.getElementById(`message-${data.id}`);
-    if (shown && data.replace) { shown.outerHTML = data.html; return; }
+    if (shown && data.replace) { shown.replaceWith(keepingAnswers(shown, data.html)); return; }
     if (shown) return;  // a retried delivery, or one the page was rendered with
     // A send_message delivered late can have a smaller id than messages shown already: keep id order.
     const later = [...box.querySelectorAll("[id^=message-]")].find((el) => Number(el.id.slice(8)) > data.id);
