@@ -41,6 +41,14 @@ class Outcome:
     usage: dict | None = None  # tokens and cost, as the provider reported them (None: it reported nothing)
 
 
+# The CLI's result subtypes in the thread's words (the subtype stays, in brackets, for operators).
+RESULT_WORDS = {
+    "error_max_budget_usd": "Claude Code stopped: it spent this turn's budget (its share of the workspace's spend cap)",
+    "error_max_turns": "Claude Code stopped: it took as many steps as one turn may",
+    "error_during_execution": "Claude Code failed while it worked",
+}
+
+
 def exit_description(returncode: int) -> str:
     if returncode < 0:
         try:
@@ -119,7 +127,8 @@ class ClaudeCode(Provider):
         if stream.errors:
             message = f"Claude Code stopped with an error ({', '.join(stream.errors)})"
         elif stream.result is not None:
-            message = f"Claude Code failed ({stream.result.get('subtype') or 'error'})"
+            subtype = str(stream.result.get("subtype") or "error")
+            message = RESULT_WORDS.get(subtype, "Claude Code failed") + f" ({subtype})"
         else:
             message = f"Claude Code {exit_description(returncode)} without a result"
         return Outcome("failed", error=bounded(f"{message}: {said}" if said else message), agent_session_id=session_id)

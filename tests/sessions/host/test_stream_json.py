@@ -92,8 +92,31 @@ def test_texts_are_bounded():
 def test_an_error_result_fails_the_turn_with_its_subtype():
     outcome = outcome_of("error_max_turns.ndjson", 1)
     assert outcome.status == "failed"
-    assert outcome.error.startswith("Claude Code failed (error_max_turns)")
+    assert outcome.error.startswith("Claude Code stopped: it took as many steps as one turn may (error_max_turns)")
     assert outcome.agent_session_id == "9a1b2c3d-0000-4000-8000-00000000beef"
+
+
+def test_a_result_at_the_turns_budget_says_so_in_words():
+    stream = ClaudeStream()
+    stream.feed(
+        json.dumps({"type": "result", "subtype": "error_max_budget_usd", "is_error": True, "total_cost_usd": 0.5})
+    )
+    outcome = ClaudeCode(argv=["claude"], stream=stream).outcome(1, "")
+    assert outcome.status == "failed"
+    assert (
+        outcome.error.startswith("Claude Code stopped: it spent this turn's budget")
+        and "(error_max_budget_usd)" in outcome.error
+    )
+
+
+def test_an_unknown_result_subtype_still_fails_with_its_name():
+    stream = ClaudeStream()
+    stream.feed(json.dumps({"type": "result", "subtype": "error_new_kind", "is_error": True}))
+    assert (
+        ClaudeCode(argv=["claude"], stream=stream)
+        .outcome(1, "")
+        .error.startswith("Claude Code failed (error_new_kind)")
+    )
 
 
 def test_a_conversation_missing_on_this_host_asks_for_a_fresh_start_only_when_resuming():
