@@ -18,7 +18,9 @@ from tools.models import Question, ToolCall
 
 # The home page's states, in the order its tabs show them. "waiting" is a person's turn: an
 # approval, a question or a secret request of the session is pending, whatever its status says.
-STATES = ("running", "waiting", "queued", "idle", "stopped")
+# "agent": an external agent's session with messages for it: Calvin runs nothing for it, so it
+# is never "queued" (no host would claim it); it waits for the agent its person runs.
+STATES = ("running", "waiting", "agent", "queued", "idle", "stopped")
 SESSIONS_PER_PAGE = 25
 MAX_SEARCH = 200
 
@@ -59,6 +61,7 @@ def sessions_with_state(workspace, *, now=None):
                 When(status__in=("finished", "failed"), then=Value("stopped")),
                 When(_waiting_for_a_person(now), then=Value("waiting")),
                 When(status="running", then=Value("running")),
+                When(status="queued", agent__provider=Agent.Provider.EXTERNAL, then=Value("agent")),
                 When(status="idle", then=Value("idle")),
                 default=Value("queued"),
                 output_field=CharField(),

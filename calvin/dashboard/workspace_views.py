@@ -73,6 +73,7 @@ def workspace_new(request):
 STATE_WORDS = {
     "running": "running",
     "waiting": "waiting for a person",
+    "agent": "waiting for your agent",
     "queued": "queued",
     "idle": "idle",
     "stopped": "stopped",

@@ -107,6 +107,20 @@ def test_sessions_are_counted_by_state_and_waiting_for_a_person_wins_over_runnin
     assert "Globex" not in page
 
 
+def test_an_external_agents_session_with_messages_waits_for_its_agent_not_a_host(
+    owner_client, workspace, owner_member, other_workspace, stranger_member
+):
+    external = Agent.objects.create(workspace=workspace, name="mine", provider=Agent.Provider.EXTERNAL)
+    theirs = start(workspace, owner_member, "Acme runs its own", agent=external)
+    hosted = start(workspace, owner_member, "Acme hosted")
+    foreign = Agent.objects.create(workspace=other_workspace, name="mine", provider=Agent.Provider.EXTERNAL)
+    start(other_workspace, stranger_member, "Globex runs its own", agent=foreign)
+    page = owner_client.get("/w/acme/").content.decode()
+    assert (count(page, "agent"), count(page, "queued")) == (1, 1)
+    listed = owner_client.get("/w/acme/?state=agent").content.decode()
+    assert rows(listed) == [theirs.id] and "waiting for your agent" in listed and hosted.id not in rows(listed)
+
+
 def test_the_state_filter_lists_only_that_state(owner_client, acme_and_globex):
     made = acme_and_globex
     page = owner_client.get("/w/acme/?state=waiting").content.decode()
