@@ -38,6 +38,7 @@ COLOURS = (
     "#a855f7",
 )
 MUTED = "#57606a"
+MAX_BAR_WIDTH = 64  # one agent's bar is a bar, not the whole plot
 GRID = "#d0d7de"
 
 
@@ -50,13 +51,16 @@ def nice_step(span: float, count: int = 5) -> float:
     return min(candidates, key=lambda step: (abs(span / step - count), -step))
 
 
-def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Tick values from a multiple of the step at or below `low` to one at or above `high`."""
+def nice_ticks(low: float, high: float, count: int = 5, *, whole: bool = False) -> list[float]:
+    """Tick values from a multiple of the step at or below `low` to one at or above `high`;
+    `whole`: steps of at least 1 (counts: no "0.5 calls")."""
     if high < low:
         low, high = high, low
     if high == low:
         high = low + (abs(low) or 1)
     step = nice_step(high - low, count)
+    if whole:
+        step = max(step, 1.0)
     start, stop = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
     return [round(i * step, 10) for i in range(start, stop + 1)]
 
@@ -75,7 +79,18 @@ def format_value(value: float, unit: str = "") -> str:
         return f"-{unit}{number[1:]}" if number.startswith("-") else f"{unit}{number}"
     if unit == "%":
         return f"{number}%"
+    if unit.endswith("s") and abs(value) == 1:
+        unit = unit[:-1]  # 1 call, 1 turn
     return f"{number} {unit}" if unit else number
+
+
+def _tick_text(value: float, unit: str, y_label: str) -> str:
+    # The axis label names the unit once; ticks repeat only a currency or percent sign.
+    return format_value(value, unit if not y_label or unit in ("$", "€", "£", "%") else "")
+
+
+def _ticks(values: list[float], *, low: float, high: float) -> list[float]:
+    return nice_ticks(low, high, whole=all(float(v).is_integer() for v in values))
 
 
 def _clean(series) -> list[tuple[str, list[tuple[str, float | None]]]]:
@@ -124,7 +139,7 @@ def _axes(frame: _Frame, *, y_label: str, unit: str) -> list[str]:
         parts.append(
             f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="{GRID}" '
             f'stroke-width="1"/><text class="tick y-tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" '
-            f'fill="{MUTED}">{escape(format_value(tick, unit))}</text>'
+            f'fill="{MUTED}">{escape(_tick_text(tick, unit, y_label))}</text>'
         )
     bottom = TOP + frame.plot_h
     parts.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{bottom}" stroke="{MUTED}"/>')
@@ -219,7 +234,7 @@ def line_chart(*, title: str, series, y_label: str = "", unit: str = "") -> Safe
     if values is None:
         return _empty(title=title, kind="line")
     legend, rows = _legend([name for name, _p in cleaned])
-    frame = _Frame(labels, nice_ticks(min(values), max(values)), rows)
+    frame = _Frame(labels, _ticks(values, low=min(values), high=max(values)), rows)
     index = {label: i for i, label in enumerate(labels)}
     show_values = len(labels) <= MAX_VALUE_LABELS and len(cleaned) <= 3
     body = _axes(frame, y_label=y_label, unit=unit)
@@ -259,11 +274,11 @@ def bar_chart(*, title: str, series, y_label: str = "", unit: str = "", stacked:
         return _empty(title=title, kind="bar")
     legend, rows = _legend([name for name, _p in cleaned])
     # Bars grow from zero, so zero is always on the axis.
-    frame = _Frame(labels, nice_ticks(min(0.0, *values), max(0.0, *values)), rows)
+    frame = _Frame(labels, _ticks(values, low=min(0.0, *values), high=max(0.0, *values)), rows)
     index = {label: i for i, label in enumerate(labels)}
     band = frame.band()
     groups = 1 if stacked else len(cleaned)
-    width = max(1.0, band * 0.8 / groups)
+    width = max(1.0, min(band * 0.8 / groups, MAX_BAR_WIDTH))
     bars_drawn = sum(1 for _n, points in cleaned for _l, v in points if v is not None)
     show_values = (len(labels) if stacked else bars_drawn) <= MAX_VALUE_LABELS
     base_up: dict[str, float] = {}
@@ -284,7 +299,7 @@ def bar_chart(*, title: str, series, y_label: str = "", unit: str = "", stacked:
                 x = centre - width / 2
             else:
                 top, bottom = frame.y(max(value, 0.0)), frame.y(min(value, 0.0))
-                x = centre - band * 0.4 + i * width
+                x = centre - width * groups / 2 + i * width
             hover = _hover(name, label, value, unit)
             body.append(
                 f'<rect class="bar" x="{x:.1f}" y="{top:.1f}" width="{width:.1f}" '

@@ -51,6 +51,29 @@ def test_values_read_as_people_write_them():
     assert format_value(-3, "$") == "-$3"
     assert format_value(0.004, "$") == "$0.004"
     assert format_value(0.125, "min") == "0.12 min"
+    assert (format_value(1, "calls"), format_value(1, "turns"), format_value(1, "min")) == ("1 call", "1 turn", "1 min")
+
+
+def test_counts_have_whole_ticks_and_fractions_keep_theirs():
+    counts = parse(bar_chart(title="turns", series=[("turns", [("main", 1), ("docs", 2)])], y_label="turns"))
+    assert texts(counts, "y-tick") == ["0", "1", "2"]
+    minutes = parse(bar_chart(title="minutes", series=[("min", [("a", 0.1)])], y_label="minutes", unit="min"))
+    assert "0.1" in texts(minutes, "y-tick") and "0.05" not in texts(minutes, "y-tick")
+    assert texts(minutes, "value") == ["0.1 min"]  # a bar's own value keeps its unit
+
+
+def test_ticks_name_a_currency_even_with_an_axis_label_and_the_unit_without_one():
+    spend = parse(bar_chart(title="spend", series=[("usd", [("a", 2)])], y_label="spend", unit="$"))
+    assert texts(spend, "y-tick")[-1] == "$2"
+    bare = parse(bar_chart(title="calls", series=[("calls", [("a", 2)])], unit="calls"))
+    assert texts(bare, "y-tick")[-1] == "2 calls"
+
+
+def test_a_lone_bar_is_a_bar_not_the_whole_plot():
+    root = parse(bar_chart(title="turns per agent", series=[("turns", [("main", 1)])]))
+    (bar,) = root.iter(f"{NS}rect")
+    assert float(bar.get("width")) <= 64
+    assert abs(float(bar.get("x")) + float(bar.get("width")) / 2 - (64 + (640 - 64 - 16) / 2)) < 0.5  # centred
 
 
 def test_line_chart_has_ticks_a_point_per_value_hover_titles_and_a_legend():
@@ -58,7 +81,7 @@ def test_line_chart_has_ticks_a_point_per_value_hover_titles_and_a_legend():
     assert root.get("viewBox") == "0 0 640 278"  # a legend row under the plot
     assert root.get("width") is None  # scales to its container
     assert root.find(f"{NS}title").text == "Tool calls per hour"
-    assert texts(root, "y-tick") == ["0 calls", "2 calls", "4 calls", "6 calls", "8 calls", "10 calls", "12 calls"]
+    assert texts(root, "y-tick") == ["0", "2", "4", "6", "8", "10", "12"]  # the axis label names the unit
     assert texts(root, "x-tick") == ["13:00", "14:00", "15:00"]
     assert texts(root, "axis-label") == ["calls"]
     points = hovers(root, "circle")
