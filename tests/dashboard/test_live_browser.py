@@ -42,6 +42,19 @@ RECORD_HEADER = """() => {
 }"""
 
 
+# Records every row the page marked as just changed (its key, and a session row's state then).
+RECORD_MARKS = """() => {
+  window.__marked = [];
+  const note = () => {
+    for (const row of document.querySelectorAll(".live-changed[data-row-key]")) {
+      const mark = `${row.dataset.rowKey} ${row.dataset.state || ""}`.trim();
+      if (!window.__marked.includes(mark)) window.__marked.push(mark);
+    }
+  };
+  new MutationObserver(note).observe(document.body, {subtree: true, childList: true, attributes: true});
+}"""
+
+
 def new_session(workspace, title: str, agent=None) -> Session:
     owner = Member.objects.get(workspace=workspace, user__username="owner")
     return session_start(workspace=workspace, owner=owner, title=title, agent=agent)
@@ -223,6 +236,7 @@ def test_a_page_whose_socket_was_down_catches_up_each_message_once_in_order(gate
 
 
 def test_the_home_shows_a_turn_start_and_end_live(gateway, hosts, workspace, page):
+    untouched = new_session(workspace, "Old docs")
     session = new_session(workspace, "Release notes")
     scripted(session.agent, [{"sleep": 4}, {"reply": "Notes written"}])
     host = hosts("writer")
@@ -235,6 +249,7 @@ def test_the_home_shows_a_turn_start_and_end_live(gateway, hosts, workspace, pag
     host_row = page.locator(f"tr[data-row-key='host:{host.host.id}']")
     expect(host_row).to_contain_text("online")
     expect(host_row).to_contain_text("0 / 4")
+    page.evaluate(RECORD_MARKS)
 
     say(session, "write the release notes")
 
@@ -252,6 +267,11 @@ def test_the_home_shows_a_turn_start_and_end_live(gateway, hosts, workspace, pag
     expect(host_row).to_contain_text("0 / 4")
     assert agent_texts(session) == ["Notes written"]
     expect(page.locator("[data-live-mark]")).to_have_attribute("data-state", "live")
+    # Marked: the row whose state changed, running and then not; never a row that did not change.
+    marked = page.evaluate("window.__marked")
+    assert f"session:{session.id} running" in marked, marked
+    assert f"session:{session.id} {row.get_attribute('data-state')}" in marked, marked
+    assert not [m for m in marked if m.startswith(f"session:{untouched.id} ")], marked
     assert_not_reloaded(page)
 
 

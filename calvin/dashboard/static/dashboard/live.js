@@ -83,9 +83,21 @@
     setTimeout(() => element.classList.remove("live-changed"), CHANGED_MS);
   }
 
+  function served(element) {
+    // The HTML as the server sent it: time.js rewrites a shown <time> into the reader's zone (its
+    // text, title, data-local), which a freshly fetched one is not yet, and that is no change.
+    const copy = element.cloneNode(true);
+    for (const time of copy.querySelectorAll("time[datetime]")) {
+      time.textContent = time.getAttribute("datetime");
+      time.removeAttribute("title");
+      time.removeAttribute("data-local");
+    }
+    return copy.innerHTML;
+  }
+
   function cellsHtml(row) {
     // What a row shows, without its checkbox's state (checked here, not in the fetched page).
-    return [...row.children].map((cell) => (cell.querySelector("input.action-select") ? "" : cell.innerHTML)).join("\u0000");
+    return [...row.children].map((cell) => (cell.querySelector("input.action-select") ? "" : served(cell))).join("\u0000");
   }
 
   function update(panel, fresh) {
@@ -108,7 +120,7 @@
         if (cellsHtml(shown) !== cellsHtml(row)) {
           [...row.children].forEach((cell, i) => {
             const old = shown.children[i];
-            if (old && !old.querySelector("input.action-select") && old.innerHTML !== cell.innerHTML) old.replaceWith(cell.cloneNode(true));
+            if (old && !old.querySelector("input.action-select") && served(old) !== served(cell)) old.replaceWith(cell.cloneNode(true));
           });
           flash(shown);
         }
@@ -120,10 +132,10 @@
       return;
     }
     // A dashboard panel: replaced whole, marking the rows that are new or changed.
-    const before = new Map([...oldRows].map(([key, row]) => [key, row.innerHTML]));
+    const before = new Map([...oldRows].map(([key, row]) => [key, served(row)]));
     panel.replaceWith(fresh);
     for (const row of fresh.querySelectorAll("[data-row-key]")) {
-      if (before.get(row.dataset.rowKey) !== row.innerHTML) flash(row);
+      if (before.get(row.dataset.rowKey) !== served(row)) flash(row);
     }
   }
 
