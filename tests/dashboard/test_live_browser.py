@@ -2,8 +2,9 @@
 the thread header following a real turn, a page catching up once after its socket was down, the
 workspace home's counts and rows moving, a decision from the home, and the charts' period picker.
 
-Every page is loaded once: `window.__notReloaded`, set after the load, must still be there at the
-end (a reload would pass most assertions by rendering the new state from scratch).
+Every live page is loaded once: `window.__notReloaded`, set after the load, must still be there at
+the end (a reload would pass most assertions by rendering the new state from scratch). The charts'
+period picker is links: a click loads the charts with that period (the URL keeps the choice).
 """
 
 import json
@@ -120,6 +121,8 @@ def test_the_thread_header_follows_a_real_turn_step_by_step_without_a_reload(gat
     expect(page.locator("#fact-host")).to_have_text("builder")
     # After the command's answer, during the sleep: the agent reads it.
     expect(page.locator("#agent-activity")).to_have_text("· thinking", timeout=10_000)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "thread-running.png"))
 
     reply = page.locator("#messages .msg.agent")
     expect(reply).to_have_text(re.compile("All 12 tests pass"), timeout=20_000)
@@ -386,6 +389,8 @@ def test_the_charts_period_picker_redraws_a_chart_and_points_have_hover_titles(g
     expect(chart.locator("svg")).to_contain_text("Tool calls per day, last 7 d")
     hover = " | ".join(chart.locator("svg title").all_text_contents())
     assert "send_file" in hover and "post_card" in hover, hover
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "charts-7d.png"), full_page=True)
     assert page.locator("#chart-spend svg").inner_html() == spend_before  # the other charts keep their period
 
     picker.locator("a:text-is('30 d')").click()
