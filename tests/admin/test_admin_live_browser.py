@@ -127,6 +127,10 @@ def test_the_sessions_list_shows_a_turn_running_then_idle_in_place_and_a_new_ses
     expect(row(page, f"session:{later.id}")).to_have_class(re.compile(r"\blive-changed\b"))
     assert row_keys(page) == {key, f"session:{later.id}"}
     expect(page.locator("#changelist .paginator")).to_contain_text("2 sessions")
+    # The admin's selection counter counts the new row too, and selecting all selects both.
+    expect(page.locator(".action-counter")).to_have_text("0 of 2 selected")
+    page.check("#action-toggle")
+    expect(page.locator(".action-counter")).to_have_text("2 of 2 selected")
     assert not_reloaded(page)
 
 

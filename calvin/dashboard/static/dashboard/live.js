@@ -56,6 +56,7 @@
           const fresh = [...fetched.querySelectorAll("[data-live-panel]")].find((p) => p.dataset.livePanel === name);
           if (fresh) update(panel, document.importNode(fresh, true));
         }
+        adminCounter(fetched);
         document.dispatchEvent(new CustomEvent("live:refreshed"));
       }
     } catch (error) {
@@ -65,6 +66,36 @@
       if (again) { again = false; refresh(); }
     }
   }
+
+  // The admin's "n of N selected": Django's actions.js read N and took the rows' checkboxes
+  // once, at load. N follows the fetched page here, and rows added live count (and the
+  // select-all box checks them) too; this runs after the admin's own click handlers.
+  function adminCounter(fetched) {
+    const counter = document.querySelector(".action-counter");
+    const fresh = fetched.querySelector(".action-counter");
+    if (!counter || !fresh || !fresh.dataset.actionsIcnt) return;
+    counter.dataset.actionsIcnt = fresh.dataset.actionsIcnt;
+    recount();
+  }
+
+  function adminBoxes() {
+    return [...document.querySelectorAll("#result_list tbody input.action-select")];
+  }
+
+  function recount() {
+    const counter = document.querySelector(".action-counter");
+    if (!counter) return;
+    const boxes = adminBoxes();
+    for (const box of boxes) box.closest("tr").classList.toggle("selected", box.checked);
+    const checked = boxes.filter((box) => box.checked).length;
+    counter.textContent = counter.textContent.replace(/\d+(\D+)\d+/, `${checked}$1${counter.dataset.actionsIcnt}`);
+  }
+
+  document.addEventListener("change", (event) => {
+    const box = event.target;
+    if (box.id === "action-toggle") for (const each of adminBoxes()) each.checked = box.checked;
+    if (box.id === "action-toggle" || box.matches("input.action-select")) recount();
+  });
 
   function keyRows(panel) {
     const kind = panel.dataset.liveRows;
