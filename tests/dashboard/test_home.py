@@ -269,7 +269,7 @@ def test_todays_use_against_each_quota_counts_this_workspace_only(
     assert "Agent minutes this month 10.0 min of 30000" in text
     assert "Sessions running now 1 of 10" in text
     assert "Storage 5.0 MiB of 10240" in text
-    assert "Spend this month $3.0 of $10.0 30 %" in text
+    assert "Spend this month $3.00 of $10.00 30 %" in text
 
 
 def test_the_page_is_marked_for_live_refresh(owner_client, workspace, acme_and_globex):
