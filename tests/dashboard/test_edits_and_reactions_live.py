@@ -71,6 +71,7 @@ def test_a_page_that_reconnects_gets_the_edits_and_reactions_it_missed(gateway, 
     assert not nano.call("edit_message", {"messageId": sent, "text": "Tests passed"}).is_error
     assert not nano.call("add_reaction", {"messageId": sent, "emoji": "tada"}).is_error
     wait_for(lambda: Message.objects.get(id=sent).edited_at and Message.objects.get(id=sent).reactions.exists())
+    wait_for(lambda: thread_seq(agent.session.thread_id) == rendered_at + 2)  # both numbered (just after commit)
     sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
     with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
         ws.send(json.dumps({"since": rendered_at}))
