@@ -238,6 +238,24 @@ def person_usage(*, member_id: int, now: datetime | None = None) -> dict:
     return usage_of(Turn.objects.filter(session__owner_id=member_id), now=now)
 
 
+def people_usage_this_month(*, workspace_id: int, now: datetime | None = None) -> dict[int, dict]:
+    """{member id: this month's turns, agent minutes and cost} of the sessions each person of the
+    workspace started, in one grouped query (people without turns are absent)."""
+    turns = _this_month(Turn.objects.filter(session__workspace_id=workspace_id), now)
+    rows = turns.values("session__owner_id").annotate(
+        turns=Count("id", filter=Q(batch_id=F("id"))), seconds=Coalesce(Sum("agent_seconds"), 0), cost=Sum("cost_usd")
+    )
+    return {
+        row["session__owner_id"]: {
+            "turns": row["turns"],
+            "agent_minutes": round(row["seconds"] / 60, 1),
+            "cost_usd": row["cost"],
+        }
+        for row in rows
+        if row["session__owner_id"] is not None
+    }
+
+
 def workspace_usage(*, workspace_id: int, now: datetime | None = None) -> dict:
     return usage_of(Turn.objects.filter(session__workspace_id=workspace_id), now=now)
 

@@ -31,6 +31,7 @@ from calvin.workspaces.people import (
     people_of,
     roles_grantable_by,
 )
+from sessions.usage import people_usage_this_month
 
 
 def _page(request, member: Member, *, status: int = 200, problem: str = "", email: str = "", role: str = ""):
@@ -38,7 +39,7 @@ def _page(request, member: Member, *, status: int = 200, problem: str = "", emai
     context = {
         "workspace": workspace,
         "me": member,
-        "people": people_of(workspace.id),
+        "people": _with_usage(people_of(workspace.id), workspace.id),
         "invitations": open_invitations_of(workspace.id) if member.is_admin else [],
         "role_choices": roles_grantable_by(member),
         "problem": problem,
@@ -46,6 +47,14 @@ def _page(request, member: Member, *, status: int = 200, problem: str = "", emai
         "role": role or Member.Role.MEMBER,
     }
     return render(request, "dashboard/people.html", context, status=status)
+
+
+def _with_usage(people, workspace_id: int) -> list[Member]:
+    used = people_usage_this_month(workspace_id=workspace_id)
+    people = list(people)
+    for person in people:
+        person.month_usage = used.get(person.id)
+    return people
 
 
 def _back(slug: str):

@@ -42,6 +42,37 @@ def test_the_page_lists_the_workspace_people_with_role_and_joined_date(people, a
     assert "gus@globex.example" not in html and "gil@globex.example" not in html
 
 
+def test_each_persons_use_this_month_counts_the_sessions_they_started_in_this_workspace(people, as_):
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from django.utils import timezone
+
+    from sessions.models import Turn
+
+    now = timezone.now()
+
+    def turns(owner, workspace, *costs, at=now):
+        session = session_start(workspace=workspace, owner=owner, title="t")
+        for cost in costs:
+            turn = Turn.objects.create(session=session, status="done", finished_at=at, agent_seconds=90, cost_usd=cost)
+            Turn.objects.filter(id=turn.id).update(batch_id=turn.id)
+
+    turns(people.mo, people.acme, Decimal("1.25"), Decimal("0.50"))
+    turns(people.mo, people.acme, Decimal("9"), at=now - timedelta(days=40))  # last month: not this one
+    turns(people.ada, people.acme, None)  # a command agent: minutes, no cost
+    turns(people.gus, people.globex, Decimal("70"))  # Globex's: never on Acme's page
+    html = as_(people.mo).get("/w/acme/people/").content.decode()
+
+    def cell(member):
+        return html.split(f'data-member="{member.id}"')[1].split('class="usage">')[1].split("</td>")[0]
+
+    assert cell(people.mo) == "2 turns · 3.0 agent min · $1.75"
+    assert cell(people.ada) == "1 turn · 1.5 agent min · no cost reported"
+    assert cell(people.ann) == "—"
+    assert "$70" not in html
+
+
 def test_members_see_the_list_only_admins_see_the_forms(people, as_):
     member_page = as_(people.mo).get("/w/acme/people/").content.decode()
     assert 'id="invite"' not in member_page and "Change role" not in member_page and "Remove " not in member_page
