@@ -175,10 +175,12 @@ def off_the_loop(fn, *args, **kwargs):
 
 
 def thread_seq(thread_id: int) -> int:
-    """The thread's live seq now: a page rendered now would carry it (calvin/dashboard/live.py)."""
-    from calvin.dashboard.live import live_stream_seq, thread_stream
+    """The thread's live seq once what has committed is numbered (calvin/dashboard/live.py): a
+    worker's change is numbered just after its commit, so a test that waited for the change alone
+    could read the seq before it and then see that event as new."""
+    from calvin.dashboard.live import live_stream_settle, thread_stream
 
-    return live_stream_seq(thread_stream(thread_id))
+    return live_stream_settle(thread_stream(thread_id))
 
 
 def announced_message(thread_id: int, text: str = "hello", **fields):
