@@ -202,3 +202,21 @@ def announce(event: Event) -> None:
         recorder(event)
     for reaction in _matching(_reactions, event):
         transaction.on_commit(lambda reaction=reaction: _react(reaction, event))
+
+
+def on_commit_once(key: tuple, callback: Callable[[], None]) -> None:
+    """`callback` after this transaction commits, once however often it is asked for with `key`
+    (a repository import of 500 rows pushes AGENTS.md once; a stream's events are numbered once).
+    Django drops the callbacks of a rolled-back savepoint, so one found queued here will run."""
+    connection = transaction.get_connection()
+    if connection.in_atomic_block:
+        for _, queued, *_ in connection.run_on_commit:
+            if getattr(queued, "once_key", None) == key and not queued.ran:
+                return
+
+    def run():
+        run.ran = True  # tests run callbacks inside the transaction: a later request needs its own
+        callback()
+
+    run.once_key, run.ran = key, False
+    transaction.on_commit(run)

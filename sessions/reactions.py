@@ -11,11 +11,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from calvin.events import AgentChanged, records
+from calvin.events import AgentChanged, on_commit_once, records
 from calvin.workspaces.definitions import agents_md_text
 from calvin.workspaces.models import Repository
 from sessions import host_link
@@ -34,22 +33,14 @@ def _repository_changed(sender, instance, **kwargs):
 
 def agents_md_push_on_commit(*, workspace_id: int) -> None:
     """One push per workspace per transaction, however many rows it changed (an import of 500)."""
-    connection = transaction.get_connection()
-    if connection.in_atomic_block:
-        # Django drops callbacks of rolled-back savepoints from this list, so one found here will run.
-        for _, queued, *_ in connection.run_on_commit:
-            if getattr(queued, "agents_md_workspace", None) == workspace_id and not queued.ran:
-                return
 
     def push():
-        push.ran = True  # tests run callbacks inside the transaction: a later change needs its own
         try:
             agents_md_push(workspace_id=workspace_id)
         except Exception:  # the change is committed; a failed push must not fail the request
             log.exception("AGENTS.md of workspace %s could not be pushed to its sessions", workspace_id)
 
-    push.agents_md_workspace, push.ran = workspace_id, False
-    transaction.on_commit(push)
+    on_commit_once(("agents_md", workspace_id), push)
 
 
 def agents_md_push(*, workspace_id: int) -> None:

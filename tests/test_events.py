@@ -234,3 +234,21 @@ def test_the_slack_outbox_records_inside_the_transaction(session, seen):
     posted = [e for e in seen if isinstance(e, MessagePosted)]
     assert posted and posted[-1].to_platform is False
     assert not SlackPost.objects.exists()
+
+
+def test_on_commit_once_runs_a_key_once_per_transaction_and_again_after_a_rolled_back_savepoint():
+    from calvin.events import on_commit_once
+
+    ran = []
+    with transaction.atomic():
+        on_commit_once(("k", 1), lambda: ran.append(1))
+        on_commit_once(("k", 1), lambda: ran.append("again"))
+        on_commit_once(("k", 2), lambda: ran.append(2))
+        try:
+            with transaction.atomic():
+                on_commit_once(("k", 3), lambda: ran.append("rolled back"))
+                raise RuntimeError
+        except RuntimeError:
+            pass
+        on_commit_once(("k", 3), lambda: ran.append(3))  # its savepoint's callback was dropped: queued anew
+    assert ran == [1, 2, 3]

@@ -28,6 +28,7 @@ from calvin.events import (
     ToolCallChanged,
     TurnChanged,
     UsageRecorded,
+    on_commit_once,
     reacts_to,
     records,
 )
@@ -143,14 +144,8 @@ def live_log(event: Event) -> None:
 
 def _number_and_push_on_commit(stream: str) -> None:
     """Once per stream per transaction, however many events it announced there."""
-    connection = transaction.get_connection()
-    if connection.in_atomic_block:
-        for _, queued, *_ in connection.run_on_commit:
-            if getattr(queued, "live_stream", None) == stream and not queued.ran:
-                return
 
     def number_and_push():
-        number_and_push.ran = True  # tests run callbacks inside the transaction: a later event needs its own
         try:
             frames = live_stream_number(stream)
         except Exception:  # the change is committed; the next caller for the stream numbers it
@@ -159,8 +154,7 @@ def _number_and_push_on_commit(stream: str) -> None:
         for frame in frames:
             _push(frame)
 
-    number_and_push.live_stream, number_and_push.ran = stream, False
-    transaction.on_commit(number_and_push)
+    on_commit_once(("live", stream), number_and_push)
 
 
 def _push(frame: dict) -> None:

@@ -118,7 +118,7 @@ def test_claude_md_points_to_agents_md_only_for_the_calvin_tool_set(workspace, s
 
 
 def pushes(callbacks) -> list:
-    return [c for c in callbacks if getattr(c, "agents_md_workspace", None)]
+    return [c for c in callbacks if getattr(c, "once_key", ("",))[0] == "agents_md"]
 
 
 @pytest.mark.django_db
