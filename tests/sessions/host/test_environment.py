@@ -144,7 +144,7 @@ def test_an_interrupted_build_keeps_the_previous_environment_and_kills_its_proce
     asyncio.run(interrupt())
     assert time.monotonic() - started < 10, "the build's child outlived the cancel, holding its output pipe"
     child = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 15  # a loaded 2-CPU CI runner can take seconds to end a killed group
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child), "the build's process group outlived the cancelled build"
