@@ -170,6 +170,9 @@ class HostDaemon:
             self.outbox_ready.clear()
 
     async def _heartbeat(self) -> None:
+        # The gateway's interval arrives with "registered": a first sleep of the default 10 s
+        # outlasted a lapse set below it, and the live host was swept and then refused.
+        await self.connected.wait()
         while True:
             await asyncio.sleep(self.heartbeat_seconds)
             await self._send({"type": "heartbeat"})
