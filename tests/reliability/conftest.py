@@ -5,6 +5,7 @@ replaced here by a check of the two binaries, so a run of this directory alone m
 """
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,7 @@ def stack(request, cluster):
     if not postgres.answers():
         postgres.start()
     test_name = re.sub(r"[^a-z0-9_]+", "-", request.node.name.lower())[:40]
+    shutil.rmtree(_module_directory(request) / test_name, ignore_errors=True)  # an earlier run's logs
     _count[0] += 1
     stack = Stack(
         name=f"rel-{test_name}",

@@ -1,0 +1,96 @@
+"""One fault experiment: calls from many agents while a fault thread breaks something.
+
+    seen = calls_under_fault(stack, web, tool="post_card", clients=25, per_client=40, fault=kill_worker_5x)
+
+`fault(done)` runs in a thread beside the calls and returns the monotonic time the fault ended
+(the killed process running again, or the service back). Then, within RECOVERY_S of the later of
+that and the last call's answer, every call the clients were told succeeded must have landed in its thread
+exactly once and no ToolCall may be left pending or applying. Returns what was seen, with the
+recovery time (fault end -> everything landed) to print.
+"""
+
+import threading
+import time
+from dataclasses import dataclass
+
+from tests.reliability.calls import Outcome, drive, landed_markers, unfinished_calls
+from tests.reliability.processes import sessions_make
+
+RECOVERY_S = 30.0
+
+
+@dataclass
+class Seen:
+    outcome: Outcome
+    recovery_s: float
+    fault_ended_after_s: float
+    calls_over_after_s: float
+
+    def line(self, name: str) -> str:
+        return (
+            f"{name}: {len(self.outcome.succeeded)} calls accepted, {len(self.outcome.failed)} failed and retried; "
+            f"fault over {self.fault_ended_after_s:.1f} s into the run, "
+            f"calls answered by {self.calls_over_after_s:.1f} s, "
+            f"everything landed {self.recovery_s:.1f} s after the fault ended"
+        )
+
+
+def report(capsys, line: str) -> None:
+    """Shown in the run's output even when the test passes (what recovery took, each time)."""
+    with capsys.disabled():
+        print(f"\n[reliability] {line}", flush=True)
+
+
+def calls_under_fault(
+    stack, web, *, tool: str, clients: int, per_client: int, fault, runners=None, landed=None, trace=False
+) -> Seen:
+    """`runners`: the clients' sessions (default: `clients` new web-channel ones); `landed(pattern)`:
+    a Counter of markers at the destination (default: the stack's delivered Message rows)."""
+    runners = runners or sessions_make(stack, clients)
+    landed = landed or (lambda pattern: landed_markers(stack, pattern))
+    ended: list[float] = []
+    errors: list[BaseException] = []
+    calls_done = threading.Event()
+
+    def run_fault():
+        try:
+            ended.append(fault(calls_done))
+        except BaseException as error:  # reported by the test, not lost in the thread
+            errors.append(error)
+
+    started = time.monotonic()
+    thread = threading.Thread(target=run_fault, daemon=True)
+    thread.start()
+    try:
+        outcome = drive(base_url=web.url, runners=runners, tool=tool, per_client=per_client)
+    finally:
+        calls_over = time.monotonic()
+        calls_done.set()
+        thread.join(timeout=120)
+    assert not errors, f"the fault itself failed: {errors[0]!r}"
+    assert ended, "the fault did not end"
+    fault_end = ended[0]
+    # Both are over now (the calls finished, the fault ended): the rest must follow within the bound.
+    deadline = time.monotonic() + RECOVERY_S
+    pattern = outcome.pattern
+
+    def complete() -> bool:
+        seen = landed(pattern)
+        return all(seen[m] for m in outcome.succeeded) and unfinished_calls(stack) == 0
+
+    while not complete():
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+        if trace:
+            print(f"{time.monotonic() - started:.1f} s: {unfinished_calls(stack)} unfinished", flush=True)
+    recovered_at = time.monotonic()
+    left = unfinished_calls(stack)
+    outcome.check_exactly_once(landed(pattern))
+    assert left == 0, f"{left} tool calls still pending or applying {RECOVERY_S:.0f} s after the fault ended"
+    return Seen(
+        outcome=outcome,
+        recovery_s=recovered_at - fault_end,
+        fault_ended_after_s=fault_end - started,
+        calls_over_after_s=calls_over - started,
+    )

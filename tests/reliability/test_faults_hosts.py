@@ -1,0 +1,142 @@
+"""A host SIGKILLed mid-turn: its turns run again on a second host, or wait for a host to come back.
+
+Real `manage.py host` daemons dial the stack's gateway; the script provider sleeps, then replies.
+Counted in the threads: each turn's reply exactly once, every turn done, none left running.
+"""
+
+import time
+
+import pytest
+
+from tests.reliability.experiments import report
+from tests.reliability.processes import wait_until
+
+pytestmark = pytest.mark.slow
+
+SESSIONS = 4
+STEPS = [{"sleep": 3}, {"reply": "finished {prompt}"}]
+
+
+def sessions_scripted(stack, count: int) -> list[dict]:
+    return stack.django(
+        f"""
+        import uuid
+        from django.contrib.auth import get_user_model
+        from calvin.workspaces.models import Member
+        from calvin.workspaces.services import workspace_create
+        from tests.sessions.host_processes import scripted
+        from sessions.services import session_start
+
+        tag = uuid.uuid4().hex[:8]
+        user = get_user_model().objects.create_user(f"hosts-{{tag}}", password=uuid.uuid4().hex)
+        workspace = workspace_create(name=f"Hosts {{tag}}", slug=f"hosts-{{tag}}", owner_user=user)
+        member = Member.objects.get(workspace=workspace, user=user)
+        result = []
+        for i in range({count}):
+            session = session_start(workspace=workspace, owner=member, title=f"turn {{i}}")
+            scripted(session.agent, {STEPS!r})
+            result.append({{"session_id": session.id, "thread_id": session.thread_id}})
+        """
+    )
+
+
+def say(stack, sessions: list[dict], prefix: str) -> None:
+    ids = [s["session_id"] for s in sessions]
+    stack.django(
+        f"""
+        from sessions.models import Session
+        from sessions.services import message_post_by_person
+        for session in Session.objects.filter(id__in={ids!r}).select_related("thread", "owner"):
+            message_post_by_person(thread=session.thread, member=session.owner, text=f"{prefix}-{{session.id}}")
+        """
+    )
+
+
+def connected(stack, *hosts) -> bool:
+    ids = [h.host.id for h in hosts]
+    rows = stack.query("SELECT count(*) FROM agent_sessions_host WHERE id = ANY(%s) AND channel_name <> ''", (ids,))
+    return rows[0][0] == len(ids)
+
+
+def turns(stack, sessions) -> list[tuple]:
+    ids = [s["session_id"] for s in sessions]
+    return stack.query(
+        "SELECT t.session_id, t.status, h.name, t.attempts FROM agent_sessions_turn t"
+        " LEFT JOIN agent_sessions_host h ON h.id = t.host_id WHERE t.session_id = ANY(%s)",
+        (ids,),
+    )
+
+
+def replies(stack, sessions) -> dict[int, list[str]]:
+    by_thread = {s["thread_id"]: s["session_id"] for s in sessions}
+    rows = stack.query(
+        "SELECT thread_id, text FROM agent_sessions_message WHERE thread_id = ANY(%s)"
+        " AND author = 'agent' AND kind = 'text' AND delivered_at IS NOT NULL ORDER BY id",
+        (list(by_thread),),
+    )
+    seen = {s["session_id"]: [] for s in sessions}
+    for thread_id, text in rows:
+        seen[by_thread[thread_id]].append(text)
+    return seen
+
+
+def all_running(stack, sessions) -> bool:
+    rows = turns(stack, sessions)
+    return len(rows) == len(sessions) and all(status == "running" for _, status, _, _ in rows)
+
+
+def each_replied_once(stack, sessions, prefix: str) -> bool:
+    return replies(stack, sessions) == {s["session_id"]: [f"finished {prefix}-{s['session_id']}"] for s in sessions}
+
+
+def test_a_host_killed_mid_turn_its_turns_run_again_on_the_second_host(stack, capsys):
+    web = stack.gateway()
+    stack.worker()
+    stack.beat()
+    sessions = sessions_scripted(stack, SESSIONS)
+    doomed = stack.host(stack.host_create("doomed"), web)
+    wait_until(lambda: connected(stack, doomed), timeout=30, what="host connected")
+    say(stack, sessions, "work")
+    wait_until(lambda: all_running(stack, sessions), timeout=30, what="every turn running on the first host")
+    survivor = stack.host(stack.host_create("survivor"), web)
+    wait_until(lambda: connected(stack, survivor), timeout=30, what="second host connected")
+    doomed.kill()  # SIGKILL mid-sleep: no goodbye, its heartbeat just stops
+    killed_at = time.monotonic()
+    wait_until(lambda: each_replied_once(stack, sessions, "work"), timeout=30, what="every turn replied once")
+    recovery = time.monotonic() - killed_at
+    rows = turns(stack, sessions)
+    assert {(status, host, attempts) for _, status, host, attempts in rows} == {("done", "survivor", 2)}, rows
+    # Nothing more arrives later (a first generation finishing after all, say).
+    time.sleep(2)
+    assert each_replied_once(stack, sessions, "work"), replies(stack, sessions)
+    report(capsys, f"host SIGKILLed mid-turn, a second host up: {SESSIONS} turns done there {recovery:.1f} s after")
+
+
+def test_a_host_killed_mid_turn_alone_its_turns_wait_and_run_when_it_comes_back(stack, capsys):
+    web = stack.gateway()
+    stack.worker()
+    stack.beat()
+    sessions = sessions_scripted(stack, SESSIONS)
+    record = stack.host_create("alone")
+    host = stack.host(record, web)
+    wait_until(lambda: connected(stack, host), timeout=30, what="host connected")
+    say(stack, sessions, "work")
+    wait_until(lambda: all_running(stack, sessions), timeout=30, what="every turn running on the host")
+    host.kill()
+    # With no host at all, the turns go back to the queue once the host's heartbeat lapses (3 s).
+    wait_until(
+        lambda: {status for _, status, _, _ in turns(stack, sessions)} == {"queued"},
+        timeout=15,
+        what="the dead host's turns queued again",
+    )
+    assert replies(stack, sessions) == {s["session_id"]: [] for s in sessions}
+    back = stack.host(record, web)  # the killed process again, same host and token
+    back_at = time.monotonic()
+    wait_until(lambda: each_replied_once(stack, sessions, "work"), timeout=30, what="every turn replied once")
+    recovery = time.monotonic() - back_at
+    rows = turns(stack, sessions)
+    assert {(status, host, attempts) for _, status, host, attempts in rows} == {("done", "alone", 2)}, rows
+    assert back.process.poll() is None
+    report(
+        capsys, f"the only host SIGKILLed mid-turn: {SESSIONS} turns waited, done {recovery:.1f} s after it came back"
+    )
