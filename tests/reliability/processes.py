@@ -218,14 +218,15 @@ class Stack:
         self.started.clear()
 
 
-def wait_until(predicate, timeout: float, interval: float = 0.1, what: str = "condition"):
+def wait_until(predicate, timeout: float, interval: float = 0.1, what: str = "condition", state=None):
+    """`state()`, if given, says what was seen instead when the time is up."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not met within {timeout} s")
+            raise AssertionError(f"{what}: not met within {timeout} s" + (f"; seen: {state()}" if state else ""))
         time.sleep(interval)
 
 

@@ -14,7 +14,9 @@ from tests.reliability.processes import wait_until
 pytestmark = pytest.mark.slow
 
 SESSIONS = 4
-STEPS = [{"sleep": 3}, {"reply": "finished {prompt}"}]
+# Long enough that all four are running at once even when the machine is busy (a loaded run
+# started them over more than 3 s).
+STEPS = [{"sleep": 6}, {"reply": "finished {prompt}"}]
 
 
 def sessions_scripted(stack, count: int) -> list[dict]:
@@ -97,12 +99,22 @@ def test_a_host_killed_mid_turn_its_turns_run_again_on_the_second_host(stack, ca
     doomed = stack.host(stack.host_create("doomed"), web)
     wait_until(lambda: connected(stack, doomed), timeout=30, what="host connected")
     say(stack, sessions, "work")
-    wait_until(lambda: all_running(stack, sessions), timeout=30, what="every turn running on the first host")
+    wait_until(
+        lambda: all_running(stack, sessions),
+        timeout=30,
+        what="every turn running on the first host",
+        state=lambda: turns(stack, sessions),
+    )
     survivor = stack.host(stack.host_create("survivor"), web)
     wait_until(lambda: connected(stack, survivor), timeout=30, what="second host connected")
     doomed.kill()  # SIGKILL mid-sleep: no goodbye, its heartbeat just stops
     killed_at = time.monotonic()
-    wait_until(lambda: each_replied_once(stack, sessions, "work"), timeout=30, what="every turn replied once")
+    wait_until(
+        lambda: each_replied_once(stack, sessions, "work"),
+        timeout=30,
+        what="every turn replied once",
+        state=lambda: (turns(stack, sessions), replies(stack, sessions)),
+    )
     recovery = time.monotonic() - killed_at
     rows = turns(stack, sessions)
     assert {(status, host, attempts) for _, status, host, attempts in rows} == {("done", "survivor", 2)}, rows
@@ -121,7 +133,12 @@ def test_a_host_killed_mid_turn_alone_its_turns_wait_and_run_when_it_comes_back(
     host = stack.host(record, web)
     wait_until(lambda: connected(stack, host), timeout=30, what="host connected")
     say(stack, sessions, "work")
-    wait_until(lambda: all_running(stack, sessions), timeout=30, what="every turn running on the host")
+    wait_until(
+        lambda: all_running(stack, sessions),
+        timeout=30,
+        what="every turn running on the host",
+        state=lambda: turns(stack, sessions),
+    )
     host.kill()
     # With no host at all, the turns go back to the queue once the host's heartbeat lapses (3 s).
     wait_until(
@@ -132,7 +149,12 @@ def test_a_host_killed_mid_turn_alone_its_turns_wait_and_run_when_it_comes_back(
     assert replies(stack, sessions) == {s["session_id"]: [] for s in sessions}
     back = stack.host(record, web)  # the killed process again, same host and token
     back_at = time.monotonic()
-    wait_until(lambda: each_replied_once(stack, sessions, "work"), timeout=30, what="every turn replied once")
+    wait_until(
+        lambda: each_replied_once(stack, sessions, "work"),
+        timeout=30,
+        what="every turn replied once",
+        state=lambda: (turns(stack, sessions), replies(stack, sessions)),
+    )
     recovery = time.monotonic() - back_at
     rows = turns(stack, sessions)
     assert {(status, host, attempts) for _, status, host, attempts in rows} == {("done", "alone", 2)}, rows
