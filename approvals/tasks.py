@@ -21,7 +21,7 @@ def refresh_approval_card(approval_id: int) -> None:
     approval_card_refresh(approval_id=approval_id)
 
 
-@shared_task
+@shared_task(retry_database_errors=False)  # beat runs it again
 def sweep_approvals() -> int:
     """Beat: expire what nobody decided in time, and post cards whose first post was lost."""
     swept = approvals_sweep(now=timezone.now())

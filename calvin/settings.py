@@ -370,6 +370,7 @@ CALVIN_REFUSALS_PER_MINUTE = env.int("CALVIN_REFUSALS_PER_MINUTE", default=30)
 CALVIN_APPROVAL_PROMPT_WAIT_SECONDS = env.float("CALVIN_APPROVAL_PROMPT_WAIT_SECONDS", default=600.0)
 CALVIN_SERVE_STATIC = env.bool("CALVIN_SERVE_STATIC", default=True)
 # Celery's Django fixup closes the worker's DB connection around every task unless told to reuse it.
+# Reusing it is safe because calvin/celery.py drops a broken or expired one around every task.
 CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 
 # --- Security: logins, CSP, HTTPS ------------------------------------------------------

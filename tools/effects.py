@@ -9,11 +9,12 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from approvals.services import approved_arguments
+from calvin.celery import DATABASE_UNAVAILABLE
 from calvin.chat import ChatPermanentError, ChatTemporaryError, chat_adapter_for
 from calvin.chat.base import ThreadTarget
 from tools.changes import tool_call_changed
@@ -142,6 +143,16 @@ def tool_call_apply(*, tool_call_id: int) -> float | None:
             status=ToolCall.Status.PENDING, attempts=max(call.attempts - 1, 0)
         )
         return exc.retry_in
+    except DATABASE_UNAVAILABLE:
+        # The database went away under the effect (a restart): not the call's fault, so it is not
+        # failed. Back to pending on a fresh connection if the server is back already; if not, the
+        # row stays "applying" for the sweep. The task retries with backoff either way.
+        connection.close()
+        try:
+            ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(status=ToolCall.Status.PENDING)
+        except DATABASE_UNAVAILABLE:
+            log.warning("tool call %s: the database is still unavailable; the sweep will take it", call.id)
+        raise
     except ChatTemporaryError as exc:
         if call.attempts >= MAX_ATTEMPTS:
             tool_call_fail(tool_call_id=call.id, error=f"gave up after {call.attempts} attempts: {exc}")

@@ -24,7 +24,7 @@ def apply_tool_call(tool_call_id: int) -> None:
         apply_tool_call.apply_async((tool_call_id,), countdown=wait)
 
 
-@shared_task
+@shared_task(retry_database_errors=False)  # beat runs it again
 def sweep_tool_calls() -> int:
     """Re-queue calls a dead worker left applying, and pending calls whose enqueue was lost;
     close questions whose waiting call is gone."""

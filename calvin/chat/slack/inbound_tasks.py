@@ -6,6 +6,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.conf import settings
 
+from calvin.celery import DATABASE_UNAVAILABLE
 from calvin.chat.base import ChatTemporaryError
 from calvin.chat.slack.inbound import (
     slack_event_fail,
@@ -28,6 +29,8 @@ STUCK_AFTER = timedelta(minutes=2)
 def handle_slack_event(self, slack_event_id: int) -> str | None:
     try:
         return slack_event_handle(slack_event_id=slack_event_id)
+    except DATABASE_UNAVAILABLE:
+        raise  # not the event's fault: the task's own backoff outlasts the outage, attempts unspent
     except Exception as exc:
         # The claim rolled back with the work: the row is still "received" for the retry.
         if self.request.retries < self.max_retries:
@@ -44,7 +47,7 @@ def react_to_slack_message(team_id: str, channel: str, ts: str) -> bool:
     return slack_reaction_add(team_id=team_id, channel=channel, ts=ts)
 
 
-@shared_task
+@shared_task(retry_database_errors=False)  # beat runs it again
 def sweep_slack_events() -> int:
     """Beat: queue again the events whose task was lost (the claim keeps it once); forget old ones."""
     stuck = slack_events_stuck(older_than=STUCK_AFTER)

@@ -14,7 +14,7 @@ def drain_slack_lane(lane_id: int, follow_up: bool = False) -> None:
     slack_lane_drain(lane_id=lane_id, follow_up=follow_up)
 
 
-@shared_task(ignore_result=True)
+@shared_task(ignore_result=True, retry_database_errors=False)  # beat runs it again
 def sweep_slack_lanes() -> int:
     """Queue again the drains of lanes whose posts wait with nobody serving them."""
     ids = slack_lanes_stalled(now=timezone.now())
