@@ -1,9 +1,10 @@
 import logging
 import os
 import random
+import threading
 
 from celery import Celery, Task
-from celery.signals import celeryd_init, task_postrun, task_prerun
+from celery.signals import celeryd_init, task_postrun, task_prerun, worker_ready, worker_shutdown
 from django.db import InterfaceError, OperationalError, close_old_connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "calvin.settings")
@@ -51,6 +52,26 @@ def _drop_broken_connections(**_):
     connects afresh. Celery's own fix-up skips this while CELERY_DB_REUSE_MAX is set, and without
     it a worker keeps its dead connection after a PostgreSQL restart and fails every task."""
     close_old_connections()
+
+
+_beat_stop = threading.Event()
+
+
+@worker_ready.connect
+def _note_worker(sender=None, **_):
+    """The worker notes itself in Redis while it runs, for /readyz and `manage.py workers`."""
+    from calvin.workers import worker_beat_start
+
+    _beat_stop.clear()
+    worker_beat_start(hostname=sender.hostname, stop=_beat_stop)
+
+
+@worker_shutdown.connect
+def _forget_worker(sender=None, **_):
+    from calvin.workers import worker_forget
+
+    _beat_stop.set()
+    worker_forget(hostname=sender.hostname)
 
 
 @celeryd_init.connect

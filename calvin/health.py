@@ -1,7 +1,8 @@
 """Probes: /healthz (the process answers; no database) and /readyz (it can serve: database,
-Redis, the Celery broker, migrations). No login, no CSRF, GET and HEAD only. A failing check is
-named with a fixed word, never with a URL, host, password or exception text: the probe answers
-anyone who can reach it. The exception is logged for the operator."""
+Redis, the Celery broker, migrations; and how many workers were heard in the last minute). No
+login, no CSRF, GET and HEAD only. A failing check is named with a fixed word, never with a URL,
+host, password or exception text: the probe answers anyone who can reach it. The exception is
+logged for the operator."""
 
 import logging
 
@@ -34,7 +35,23 @@ def readiness(request):
     checks["broker"] = broker_check()
     checks["migrations"] = migrations_check() if checks["database"] == "ok" else "unchecked"
     ready = all(outcome == "ok" for outcome in checks.values())
-    return JsonResponse({"status": "ready" if ready else "not ready", "checks": checks}, status=200 if ready else 503)
+    body = {"status": "ready" if ready else "not ready", "checks": checks}
+    if settings.REDIS_URL and checks["redis"] == "ok":
+        # Reported, not required: a gateway without workers still takes calls (their effects
+        # wait, durable), so taking it out of the load balancer would only make things worse.
+        body["workers"] = workers_count()
+    return JsonResponse(body, status=200 if ready else 503)
+
+
+def workers_count() -> int | None:
+    """Celery workers heard in the last minute (calvin/workers.py); None when it cannot be read."""
+    from calvin.workers import workers_answered
+
+    try:
+        return len(workers_answered())
+    except Exception:
+        log.warning("readyz: the workers could not be counted", exc_info=True)
+        return None
 
 
 def database_check() -> str:
