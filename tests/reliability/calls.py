@@ -80,7 +80,9 @@ async def drive_async(*, base_url, runners, tool, per_client, deadline_s=120) ->
         done = 0
         attempt = 0
         while done < per_client:
-            assert time.monotonic() < deadline, f"client {index}: {done} of {per_client} calls in {deadline_s} s"
+            assert time.monotonic() < deadline, (
+                f"client {index}: {done} of {per_client} calls in {deadline_s} s; last errors: {outcome.errors[-2:]}"
+            )
             marker = None
             try:
                 async with asyncio.timeout(30):

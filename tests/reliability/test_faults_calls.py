@@ -65,6 +65,7 @@ def test_redis_killed_and_started_again_during_calls(stack, capsys):
         return time.monotonic()
 
     seen = calls_under_fault(stack, web, tool="post_card", clients=20, per_client=25, fault=kill_redis)
+    assert seen.calls_over_after_s > 2.0, "the calls were over before Redis was killed"
     report(capsys, seen.line("Redis SIGKILLed for 3 s"))
 
 
