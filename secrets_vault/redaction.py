@@ -8,6 +8,10 @@ or not: those leaked into logs and error texts elsewhere.
 install_log_redaction() wraps logging's record factory, so a record is redacted when it
 is created, before any handler sees it, including handlers that uvicorn, Celery or Django
 add later. A filter on a handler would only cover the handlers present when it was added.
+
+The remembered values are per process on purpose: a process can log a value only after it
+held it in the clear, and every place that does (encryption, decryption, the Slack modal)
+remembers it there first; a value shared through Redis would sit in one more store.
 """
 
 import logging

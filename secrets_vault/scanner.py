@@ -465,6 +465,9 @@ def _scanner(pairs: tuple[tuple[str, str], ...]) -> SecretScanner:
 def scanner_for(pairs: Iterable[tuple[str, str]]) -> SecretScanner:
     """A scanner for these (name, value) pairs, built once per process for the same pairs.
 
+    Safe per process: keyed by the values themselves, which every caller reads from the
+    vault first, so a changed secret is a different key, never a stale scanner.
+
     A session makes many outbound calls with the same secrets in scope; building the
     automaton costs far more than one scan (see bench/secret_check.py).
     """

@@ -5,9 +5,12 @@ sessions), or one session (set through request_secret). A session's secrets are 
 the nearer place winning when names collide: session over agent over workspace.
 """
 
+from datetime import timedelta
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Max, Q
+from django.utils import timezone
 
 from secrets_vault import crypto
 from secrets_vault.models import MAX_VALUE_BYTES, Secret, validate_secret_name
@@ -71,19 +74,42 @@ def secret_put(
     )
     remember_values([value])
     place = {"workspace_id": workspace_id, "agent_id": agent_id, "session_id": session_id, "name": name}
+    set_at = _next_set_at(workspace_id)
     secret = Secret.objects.select_for_update().filter(**place).first()
     if secret is None:
         secret = Secret.objects.create(**place, as_file=as_file, key_id=key_id, ciphertext=ciphertext, set_by=member)
+        Secret.objects.filter(id=secret.id).update(set_at=set_at)  # auto_now took this process's clock
+        secret.set_at = set_at
         _audited("secret.set", secret, actor=member, changes={"name": (None, name), "scope": (None, _scope(secret))})
         return secret
     as_file_before = secret.as_file
     secret.as_file, secret.key_id, secret.ciphertext, secret.set_by = as_file, key_id, ciphertext, member
     secret.save()
+    Secret.objects.filter(id=secret.id).update(set_at=set_at)
+    secret.set_at = set_at
     changes = {"name": (name, name), "scope": (_scope(secret), _scope(secret))}
     if as_file_before != as_file:
         changes["as_file"] = (as_file_before, as_file)
     _audited("secret.replace", secret, actor=member, changes=changes)
     return secret
+
+
+def _next_set_at(workspace_id: int):
+    """A set_at later than every committed one of the workspace, taken under its row's lock.
+
+    Callers cache their secrets' scanner under "<count>/<latest set_at>" (tools/caller.py),
+    read from the database on every call, so every web process and worker sees a change
+    at its next call. That holds only if a replaced value's set_at is the latest: a web
+    process whose clock lags another's, or a save that commits after a later one, would
+    otherwise leave the version unchanged and a stale scanner in use. Writes of one
+    workspace's secrets take turns here, and each is stamped after the ones before it.
+    """
+    from calvin.workspaces.models import Workspace
+
+    Workspace.objects.select_for_update().filter(id=workspace_id).values_list("id", flat=True).first()
+    latest = Secret.objects.filter(workspace_id=workspace_id).aggregate(latest=Max("set_at"))["latest"]
+    now = timezone.now()
+    return now if latest is None or now > latest else latest + timedelta(microseconds=1)
 
 
 def _scope(secret: Secret) -> str:

@@ -31,7 +31,7 @@ _run = sync_to_async(_in_thread, thread_sensitive=False)
 
 async def call_service(service, **kwargs):
     try:
-        refusals_check(runner_id=kwargs["caller"].runner_id)  # no I/O: cheap on every call
+        refusals_check(paused_until=kwargs["caller"].refusals_paused_until)  # no I/O: read with the caller
         return await _run(service, kwargs)
     except ToolRefused as exc:
         raise ToolError(str(exc)) from None
@@ -48,7 +48,7 @@ async def call_async_service(service, **kwargs):
     argument checks, refusal accounting and redaction, without holding a thread while it waits."""
     caller = kwargs["caller"]
     try:
-        refusals_check(runner_id=caller.runner_id)
+        refusals_check(paused_until=caller.refusals_paused_until)
         problems = argument_problems({k: v for k, v in kwargs.items() if k != "caller"})
         if problems:
             raise ToolRefused("invalid arguments: " + "; ".join(problems[:30]))

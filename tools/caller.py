@@ -31,6 +31,9 @@ class Caller:
     provider: str
     # The MCP servers this session's agent is given ("calvin", "nanoclaw").
     tool_sets: tuple[str, ...]
+    # When the runner's refusal pause ends (tools/refusals.py), read from the shared cache
+    # with the caller, so every web process sees a pause made through any of them.
+    refusals_paused_until: float | None = None
 
 
 _IN_SCOPE = """x.workspace_id = s.workspace_id

@@ -1,12 +1,15 @@
 """A runner that keeps making refused calls is paused, so refusals cannot burn the gateway.
 
 A refused send_file still costs a path walk and maybe a 100 MiB copy. Refusals are
-counted per runner per minute in the shared cache; once a runner passes the limit, this
-process pauses its calls until the minute ends. The check on every call is a dict lookup
-(no I/O): only refusals touch the cache. Another web process learns of the pause at the
-runner's next refusal there, so a runner gets at most one more refusal per process.
+counted per runner per minute in the shared cache (Redis when REDIS_URL is set; the
+embedded mode's in-process cache is fine there, as that mode is one process); once a
+runner passes the limit, the pause is written there too, until the minute ends. Every web
+process reads it with the caller (tools/auth.py, in the thread hop that already reads the
+database), so a runner refused through one web process is paused on all of them at once,
+and the check itself (refusals_check) stays free of I/O on the event loop.
 """
 
+import math
 import time
 
 from django.conf import settings
@@ -15,20 +18,28 @@ from django.core.cache import cache
 from tools.errors import ToolRefused
 
 WINDOW = 60
-_paused_until: dict[int, float] = {}
 
 
 def _key(runner_id: int, window: int) -> str:
     return f"refusals:{runner_id}:{window}"
 
 
-def refusals_check(*, runner_id: int) -> None:
-    until = _paused_until.get(runner_id)
-    if until is None:
+def _pause_key(runner_id: int) -> str:
+    return f"refusals:paused:{runner_id}"
+
+
+def refusals_paused_until(*, runner_id: int) -> float | None:
+    """When this runner's pause ends (a Unix time), or None: one read of the shared cache."""
+    until = cache.get(_pause_key(runner_id))
+    return until if isinstance(until, int | float) else None
+
+
+def refusals_check(*, paused_until: float | None) -> None:
+    """Refuse at once while the pause read with the caller lasts."""
+    if paused_until is None:
         return
-    wait = until - time.time()
+    wait = paused_until - time.time()
     if wait <= 0:
-        _paused_until.pop(runner_id, None)
         return
     raise ToolRefused(
         f"this runner made more than {settings.CALVIN_REFUSALS_PER_MINUTE} refused calls in a minute, so its calls"
@@ -47,4 +58,5 @@ def refusal_note(*, runner_id: int) -> None:
         cache.add(key, 1, timeout=WINDOW * 2)
         count = 1
     if count > settings.CALVIN_REFUSALS_PER_MINUTE:
-        _paused_until[runner_id] = (window + 1) * WINDOW
+        until = (window + 1) * WINDOW
+        cache.set(_pause_key(runner_id), until, timeout=max(1, math.ceil(until - now)))

@@ -96,7 +96,7 @@ class GatewayServer(MCPServer):
         caller = _caller_or_none(context)
         if caller is not None:
             try:
-                refusals_check(runner_id=caller.runner_id)  # no I/O: a paused runner's calls are not looked at
+                refusals_check(paused_until=caller.refusals_paused_until)  # no I/O: read with the caller
             except ToolRefused as exc:
                 raise ToolError(str(exc)) from None
         if name in OFFERED[self.tool_set] and not tool_offered(name, self.mode, self.tool_set):

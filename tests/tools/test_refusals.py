@@ -57,20 +57,23 @@ def test_the_pause_lasts_until_the_minute_ends_and_says_how_long(settings, monke
     clock = Clock(1_000_000 * 60 + 10.5)  # 10.5 s into a minute
     monkeypatch.setattr(refusals.time, "time", clock)
     runner_id = 900_000_000 + int(time.time() * 1000) % 1_000_000  # no real runner has it
+
+    def check():  # as a call does: the pause read with the caller, then checked
+        refusals.refusals_check(paused_until=refusals.refusals_paused_until(runner_id=runner_id))
+
     for _ in range(2):
         refusals.refusal_note(runner_id=runner_id)
-        refusals.refusals_check(runner_id=runner_id)  # at the limit: not paused yet
+        check()  # at the limit: not paused yet
     refusals.refusal_note(runner_id=runner_id)
     with pytest.raises(ToolRefused, match="paused for 50 more seconds"):
-        refusals.refusals_check(runner_id=runner_id)
+        check()
     clock.at += 49.4  # 0.1 s before the minute ends
     with pytest.raises(ToolRefused, match="paused for 1 more seconds"):
-        refusals.refusals_check(runner_id=runner_id)
+        check()
     clock.at = 1_000_001 * 60  # the next minute: calls go through, and the count starts again
-    refusals.refusals_check(runner_id=runner_id)
-    assert runner_id not in refusals._paused_until
+    check()
     refusals.refusal_note(runner_id=runner_id)
-    refusals.refusals_check(runner_id=runner_id)
+    check()
 
 
 def test_calls_the_sdk_rejects_count_as_refusals(agent, five_a_minute):

@@ -22,8 +22,10 @@ NO_SECRETS = scanner_for([])
 
 # (workspace, session, agent, secrets version) -> the scanner: most calls of a
 # session find their secrets unchanged, and reading and decrypting them cost more than the
-# rest of the call (bench/). The caller's query reads count and time on every call, so a
-# secret set, replaced or deleted anywhere is seen by the next call in every process.
+# rest of the call (bench/). Safe per process: the caller's query reads count and latest
+# set_at on every call, so a secret set, replaced or deleted through any web process or
+# worker is seen by the next call in every process (secrets_vault.services._next_set_at
+# keeps a replaced value's set_at the latest, whatever the writer's clock).
 _SCANNERS: OrderedDict[tuple, SecretScanner] = OrderedDict()
 _SCANNERS_LOCK = threading.Lock()
 MAX_CACHED_SCANNERS = 512
