@@ -166,6 +166,13 @@ def main(argv: list[str] | None = None) -> None:
         proxies = trusted_proxies_from(proxy_headers=args.proxy_headers, forwarded_allow_ips=args.forwarded_allow_ips)
     except ValueError as problem:
         parser.error(str(problem))
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    # The system checks first (manage.py check): e.g. a vault key that cannot open this
+    # database's secrets stops the gateway here, with the reason, not at the first secret.
+    call_command("check")
     gateway_umask_set()  # before uvicorn starts its workers: they inherit it
     private_modes_ensure(
         var_dir=settings.VAR_DIR,

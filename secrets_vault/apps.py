@@ -16,3 +16,11 @@ class SecretsVaultConfig(AppConfig):
         from sessions.secrets_port import vault_register
 
         vault_register(redact=agent_text_redact, turn_secrets=turn_secrets_for)
+        # A gateway whose keys cannot open this database's vault does not start (canary.py).
+        from django.core import checks
+
+        from secrets_vault.canary import vault_canary_check, vault_canary_reseal
+        from secrets_vault.services import resealer
+
+        checks.register(vault_canary_check)
+        resealer(vault_canary_reseal)

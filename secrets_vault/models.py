@@ -114,3 +114,19 @@ class SecretRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"
+
+
+class VaultCanary(models.Model):
+    """A known text sealed with the vault's first key when the database first met one: a gateway
+    whose SP_STORE_KEY cannot open it (a backup restored without its keys, a wrong key) refuses
+    to start (secrets_vault/canary.py) instead of failing every secret later."""
+
+    key_id = models.CharField(max_length=16)
+    ciphertext = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "vault canary"
+
+    def __str__(self) -> str:
+        return f"vault canary (key {self.key_id})"
