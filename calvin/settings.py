@@ -452,6 +452,9 @@ if _PUBLIC_ORIGIN:
 # silent for CALVIN_HOST_LAPSE_SECONDS has its turns queued again for another host.
 CALVIN_HOST_HEARTBEAT_SECONDS = env.float("CALVIN_HOST_HEARTBEAT_SECONDS", default=10.0)
 CALVIN_HOST_LAPSE_SECONDS = env.float("CALVIN_HOST_LAPSE_SECONDS", default=35.0)
+# A queued turn no connected host can take is said in its thread after this long (a host that is
+# only reconnecting should not make noise); a turn its host lapsed under is said at once.
+CALVIN_HOST_WAIT_NOTICE_SECONDS = env.float("CALVIN_HOST_WAIT_NOTICE_SECONDS", default=10.0)
 # A turn that runs longer is stopped by its host (no session stays "running" forever).
 CALVIN_TURN_TIMEOUT_SECONDS = env.float("CALVIN_TURN_TIMEOUT_SECONDS", default=3600.0)
 # The gateway's own bound: a turn still running this long after the timeout is ended by the

@@ -204,6 +204,11 @@ def _requeue(turns, *, reason: str, skip_locked: bool = False) -> list[int]:
     Turn.objects.filter(id__in=ids).exclude(id__in=[row[0] for row in given_up]).update(
         status=Turn.Status.QUEUED, host=None, runner=None, batch=None, started_at=None, error=reason
     )
+    from sessions.scheduling import host_wait_text, turn_host_wait_tell
+
+    for session_id, thread_id in {(row[1], row[3]) for row in rows if row not in given_up}:
+        first = Turn.objects.filter(session_id=session_id, status=Turn.Status.QUEUED).order_by("id").first()
+        turn_host_wait_tell(turn_id=first.id, thread_id=thread_id, text=host_wait_text(reason))
     waiting = set(
         Turn.objects.filter(session_id__in=sessions, status=Turn.Status.QUEUED).values_list("session_id", flat=True)
     )
@@ -257,6 +262,9 @@ def hosts_sweep(*, now: datetime | None = None) -> list[int]:
     orphaned = Turn.objects.filter(status=Turn.Status.RUNNING, host__isnull=True)
     requeued += _requeue(orphaned, reason="its host was deleted", skip_locked=True)
     turns_overdue_end(now=now)
+    from sessions.scheduling import turns_without_host_tell
+
+    turns_without_host_tell(now=now)
     return requeued
 
 

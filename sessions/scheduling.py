@@ -121,6 +121,10 @@ def _claim_session(host: Host, session: Session) -> dict | None:
         _fail(session, turns, refused)
         return None
     first = turns[0]
+    if first.error.startswith(HOST_WAIT):  # the thread was told it waits for a host: now it has one
+        from sessions.services import system_notice_post
+
+        system_notice_post(thread_id=session.thread_id, text=HOST_TOOK)
     runner, token = _runner_for(session, host)
     now = timezone.now()
     Turn.objects.filter(id__in=[t.id for t in turns]).update(
@@ -175,7 +179,9 @@ def _spend_admission(session: Session):
         reserved=reserved,
         free_slots=free,
         budgeted=session.agent is None or session.agent.provider == claude,
-        unbudgeted_running=running.exclude(session__agent__provider=claude).exclude(session__agent__isnull=True).count(),
+        unbudgeted_running=running.exclude(session__agent__provider=claude)
+        .exclude(session__agent__isnull=True)
+        .count(),
     )
 
 
@@ -197,6 +203,49 @@ def _tell_once(session: Session, turn: Turn, text: str) -> None:
     from sessions.services import system_notice_post
 
     system_notice_post(thread_id=session.thread_id, text=f"Waiting: {text}")
+
+
+HOST_WAIT = "Waiting for a host"
+NO_HOST = f"{HOST_WAIT}: none is connected that can run this agent. The turn starts when one connects."
+HOST_TOOK = "A host took the turn: the agent is working on it now."
+
+
+def host_wait_text(reason: str) -> str:
+    return f"{HOST_WAIT}: {reason}. The turn runs again when another host takes it."
+
+
+def turn_host_wait_tell(*, turn_id: int, thread_id: int, text: str) -> bool:
+    """The thread is told its turn waits for a host, once per wait (the turn's `error` holds what
+    was told; only the update that changed it posts); HOST_TOOK follows when a host claims it."""
+    if not Turn.objects.filter(id=turn_id, status=Turn.Status.QUEUED).exclude(error=text).update(error=text):
+        return False
+    from sessions.services import system_notice_post
+
+    system_notice_post(thread_id=thread_id, text=text)
+    return True
+
+
+def turns_without_host_tell(*, now=None) -> int:
+    """Sessions whose first queued turn has waited CALVIN_HOST_WAIT_NOTICE_SECONDS with no live
+    host that may run it (none connected, or only other workspaces' hosts) are told so once."""
+    now = now or timezone.now()
+    lapse = now - timedelta(seconds=settings.CALVIN_HOST_LAPSE_SECONDS)
+    live = Host.objects.filter(revoked_at__isnull=True, last_heartbeat_at__gte=lapse).exclude(channel_name="")
+    if live.filter(workspace__isnull=True).exists():
+        return 0  # a host that serves every workspace is connected: the turns wait for room, not a host
+    served = live.values("workspace_id")
+    waiting = (
+        Turn.objects.filter(status=Turn.Status.QUEUED, error="")
+        .filter(created_at__lt=now - timedelta(seconds=settings.CALVIN_HOST_WAIT_NOTICE_SECONDS))
+        .exclude(session__workspace_id__in=served)
+        .exclude(session__agent__provider=Agent.Provider.EXTERNAL)
+        .exclude(session__agent__paused_at__isnull=False)  # _tell_paused says why those wait
+    )
+    firsts = waiting.values("session_id").annotate(first=Min("id")).values_list("first", flat=True)
+    told = 0
+    for turn_id, thread_id in Turn.objects.filter(id__in=firsts).values_list("id", "session__thread_id")[:TELL_BATCH]:
+        told += turn_host_wait_tell(turn_id=turn_id, thread_id=thread_id, text=NO_HOST)
+    return told
 
 
 def _fail(session: Session, turns: list[Turn], text: str) -> None:

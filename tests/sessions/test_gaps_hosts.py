@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from sessions.hosts import host_create, hosts_sweep
 from sessions.models import Host, Runner, Session, Turn
-from sessions.scheduling import turns_claim
+from sessions.scheduling import host_wait_text, turns_claim
 from tests.conftest import wait_for
 from tests.sessions.host_processes import agent_texts, commanded, scripted, system_texts, wait_connected
 from tests.sessions.test_hosts import _pids_with, new_session, say
@@ -92,7 +92,7 @@ def test_the_sweep_queues_again_a_running_turn_whose_host_row_is_gone(workspace)
     assert Turn.objects.get(session=session).status == Turn.Status.RUNNING
     hosts_sweep()
     turn = Turn.objects.get(session=session)
-    assert turn.status == Turn.Status.QUEUED and turn.error == "its host was deleted"
+    assert turn.status == Turn.Status.QUEUED and turn.error == host_wait_text("its host was deleted")
     assert Runner.objects.get(session=session).revoked_at is not None
     # And another host takes it.
     other = _host_row("other")
