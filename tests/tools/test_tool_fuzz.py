@@ -108,6 +108,13 @@ def _cases(tool, examples: int, known: list[dict]) -> list[tuple[str, dict]]:
     return drawn
 
 
+def _all_final() -> bool:
+    return (
+        not ToolCall.objects.exclude(status__in=FINAL).exists()
+        and not Question.objects.filter(status=Question.Status.OPEN).exists()
+    )
+
+
 def _report(counts: Counter, seconds: dict, people: People) -> None:
     by_tool = Counter()
     for (server, tool, _, outcome), n in counts.items():
@@ -163,14 +170,14 @@ def test_every_tool_of_both_servers_answers_generated_arguments_specifically(fuz
                 outcome = "broken" if problem else "ok" if not result.is_error else "refused"
                 counts[(server, tool, kind, outcome)] += 1
         # Every row ends: the worker applies what was accepted, people and expiry end the approvals.
-        wait_for(
-            lambda: (
-                not ToolCall.objects.exclude(status__in=FINAL).exists()
-                and not Question.objects.filter(status=Question.Status.OPEN).exists()
-            ),
-            timeout=SETTLE_SECONDS,
-            interval=0.2,
-        )
+        try:
+            wait_for(_all_final, timeout=SETTLE_SECONDS, interval=0.2)
+        except AssertionError:
+            stuck = Counter(ToolCall.objects.exclude(status__in=FINAL).values_list("tool", "status"))
+            open_questions = Question.objects.filter(status=Question.Status.OPEN).count()
+            pytest.fail(
+                f"not final {SETTLE_SECONDS} s after the last call: {dict(stuck)}, open questions {open_questions}"
+            )
     finally:
         people.stop()
         _report(counts, seconds, people)
