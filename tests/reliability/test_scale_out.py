@@ -90,8 +90,16 @@ class RoundRobinProxy:
         await asyncio.gather(pipe(client_reader, backend_writer, True), pipe(backend_reader, client_writer, False))
 
     def stop(self) -> None:
-        """Close the listener; the connections still open end with the test's processes."""
-        self._loop.call_soon_threadsafe(self._server.close)
+        """Close the listener and every connection still open (the survivor host's socket)."""
+
+        async def close():
+            self._server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
 
 
 @dataclass
@@ -193,6 +201,7 @@ def shape(stack):
     stack.worker()
     stack.beat()
     yield web_a, web_b, proxy
+    stack.stop()  # the hosts first, while the proxy still carries their goodbyes
     proxy.stop()
 
 
