@@ -9,6 +9,7 @@ database), so a runner refused through one web process is paused on all of them 
 and the check itself (refusals_check) stays free of I/O on the event loop.
 """
 
+import logging
 import math
 import time
 
@@ -17,6 +18,7 @@ from django.core.cache import cache
 
 from tools.errors import ToolRefused
 
+log = logging.getLogger(__name__)
 WINDOW = 60
 
 
@@ -30,7 +32,11 @@ def _pause_key(runner_id: int) -> str:
 
 def refusals_paused_until(*, runner_id: int) -> float | None:
     """When this runner's pause ends (a Unix time), or None: one read of the shared cache."""
-    until = cache.get(_pause_key(runner_id))
+    try:
+        until = cache.get(_pause_key(runner_id))
+    except Exception:  # Redis down: the pause guards the gateway; calls must not fail for want of it
+        log.warning("the refusal pause of runner %s could not be read", runner_id, exc_info=True)
+        return None
     return until if isinstance(until, int | float) else None
 
 
@@ -48,6 +54,13 @@ def refusals_check(*, paused_until: float | None) -> None:
 
 
 def refusal_note(*, runner_id: int) -> None:
+    try:
+        _count(runner_id)
+    except Exception:  # Redis down: the refusal itself still goes back to the agent
+        log.warning("a refusal of runner %s could not be counted", runner_id, exc_info=True)
+
+
+def _count(runner_id: int) -> None:
     now = time.time()
     window = int(now // WINDOW)
     key = _key(runner_id, window)

@@ -101,3 +101,21 @@ def test_tools_not_offered_in_this_mode_count_as_refusals(agent, five_a_minute, 
         result = agent.raw_call("checkout_repo", '{"repos": ["x"]}')
         assert result["isError"] and "not offered in one-machine mode" in result["content"][0]["text"]
     assert "paused for" in agent.raw_call("checkout_repo", '{"repos": ["x"]}')["content"][0]["text"]
+
+
+def test_with_redis_down_calls_are_neither_paused_nor_broken(settings):
+    """The pause guards the gateway: a cache that cannot be reached leaves calls unpaused, and a
+    refusal still goes back to the agent (counted when the cache answers again)."""
+    from tests.conftest import free_port
+    from tools import refusals
+
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port()}/0",  # nothing listens there
+        }
+    }
+    settings.CALVIN_REFUSALS_PER_MINUTE = 1
+    for _ in range(3):
+        refusals.refusal_note(runner_id=1)
+    assert refusals.refusals_paused_until(runner_id=1) is None
