@@ -229,8 +229,15 @@ def argument_sets(input_schema: dict, known: list[dict] = ()) -> st.SearchStrate
     """(kind, arguments) cases for a tool with this inputSchema; `known`: valid calls to start from too."""
     schema = Schema(input_schema)
     base = valid(schema, input_schema)  # built once: building a strategy costs more than drawing from it
-    if known:
-        base = st.one_of(base, st.sampled_from(list(known)))
+    if known and schema.resolve(input_schema).get("properties"):
+        # A known valid call, as it is or with one property drawn afresh: valid sets that get past
+        # the tool's own rules (a real file, a real message) more often than wholly drawn ones.
+        properties = schema.resolve(input_schema).get("properties", {})
+        fresh = {name: valid(schema, node) for name, node in properties.items()}
+        one_redrawn = st.tuples(st.sampled_from(list(known)), st.sampled_from(sorted(fresh))).flatmap(
+            lambda pair: fresh[pair[1]].map(lambda value: {**pair[0], pair[1]: value})
+        )
+        base = st.one_of(base, st.sampled_from(list(known)), one_redrawn)
     return _case(schema, base)
 
 
