@@ -4,6 +4,8 @@ These tests never use pytest-django's test database: `_real_services` (tests/con
 replaced here by a check of the two binaries, so a run of this directory alone makes none.
 """
 
+import fcntl
+import os
 import re
 import shutil
 from pathlib import Path
@@ -49,9 +51,27 @@ _count = [0]
 
 
 @pytest.fixture
-def stack(request, cluster):
+def one_experiment_at_a_time():
+    """An exclusive lock shared by pytest-xdist's workers (var/<TEST_NAME>/reliability.lock): two
+    fault experiments at once on this 2-CPU machine starved each other's workers (4 effects a
+    second) far past the recovery bound. The rest of the suite still runs beside one."""
+    var = Path(settings.VAR_DIR)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        var = var.parent  # tests/parallel_env.py: var/<TEST_NAME>/<worker>
+    var.mkdir(parents=True, exist_ok=True)
+    with open(var / "reliability.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def stack(request, cluster, one_experiment_at_a_time):
     """A Stack on the module's cluster: a fresh `calvin` database cloned from the migrated
-    template, a queue and channel prefix of its own; its processes are stopped after the test."""
+    template, a queue and channel prefix of its own; its processes are stopped after the test.
+    One at a time across xdist workers (one_experiment_at_a_time)."""
     postgres, redis = cluster
     if not redis.answers():
         redis.start()  # a test that killed it and failed before starting it again

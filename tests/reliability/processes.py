@@ -39,7 +39,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # Short bounds, so that a fault's leftovers are found within seconds (calvin/settings.py).
 SWEEP = {
     "CALVIN_SWEEP_SECONDS": "1",
-    "CALVIN_LOST_PENDING_SECONDS": "3",
+    # Not lower: each sweep re-queues every pending call older than this, so a bound shorter than
+    # the backlog's drain floods the queue with duplicates of the backlog once a second.
+    "CALVIN_LOST_PENDING_SECONDS": "10",
     "CALVIN_STUCK_APPLYING_SECONDS": "5",
     "CALVIN_HOST_HEARTBEAT_SECONDS": "0.5",
     "CALVIN_HOST_LAPSE_SECONDS": "3",

@@ -101,15 +101,15 @@ def test_a_host_killed_mid_turn_its_turns_run_again_on_the_second_host(stack, ca
     first, second = stack.host(stack.host_create("first"), web), stack.host(stack.host_create("second"), web)
     wait_until(lambda: connected(stack, first, second), timeout=30, what="hosts connected")
     say(stack, sessions, "work")
-    wait_until(
-        lambda: all_running(stack, sessions),
-        timeout=30,
-        what="every turn running",
-        state=lambda: turns(stack, sessions),
-    )
-    on = Counter(host for _, _, host, _ in turns(stack, sessions))
+
+    def running_on() -> Counter:
+        return Counter(host for _, status, host, _ in turns(stack, sessions) if status == "running")
+
+    # The host with the most turns running, as soon as one runs (a loaded machine starts them apart).
+    on = wait_until(running_on, timeout=30, what="a turn running", state=lambda: turns(stack, sessions))
     doomed, survivor = (first, second) if on["first"] >= on["second"] else (second, first)
-    moved = {session for session, _, host, _ in turns(stack, sessions) if host == doomed.host.name}
+    moved = {session for session, status, host, _ in turns(stack, sessions) if host == doomed.host.name}
+    assert all(status == "running" for session, status, _, _ in turns(stack, sessions) if session in moved)
     doomed.kill()  # SIGKILL mid-sleep: no goodbye, its heartbeat just stops
     killed_at = time.monotonic()
     wait_until(
@@ -120,8 +120,12 @@ def test_a_host_killed_mid_turn_its_turns_run_again_on_the_second_host(stack, ca
     )
     recovery = time.monotonic() - killed_at
     rows = turns(stack, sessions)
-    expected = {(s["session_id"], "done", survivor.host.name, 2 if s["session_id"] in moved else 1) for s in sessions}
-    assert set(rows) == expected, rows
+    # The dead host's turns ran again on the other; the rest ran once, wherever they were.
+    assert {(session, host, attempts) for session, _, host, attempts in rows if session in moved} == {
+        (session, survivor.host.name, 2) for session in moved
+    }, rows
+    assert {(status, attempts) for session, status, _, attempts in rows if session not in moved} <= {("done", 1)}
+    assert {status for _, status, _, _ in rows} == {"done"}, rows
     # Nothing more arrives later (a first generation finishing after all, say).
     time.sleep(2)
     assert each_replied_once(stack, sessions, "work"), replies(stack, sessions)

@@ -63,8 +63,11 @@ def test_slack_answering_429_and_500_in_bursts(stack, capsys):
         runners = slack_sessions(stack, CHANNELS)
 
         def bursts(calls_done) -> float:
-            for kind, count in (("429", 15), ("500", 8), ("429", 15), ("500", 8)):
-                time.sleep(1.0)
+            # 500 bursts shorter than a post's attempts (CALVIN_SLACK_POST_ATTEMPTS, 6): the stand-in
+            # counts a burst in calls, and one post retried alone could take a longer burst whole and
+            # be given up (failed, and the agent and the thread told: tests/chat/test_slack_outbound.py).
+            for kind, count in (("429", 15), ("500", 5), ("429", 15), ("500", 5)):
+                time.sleep(0.5)
                 standin.fail("chat.postMessage", kind, count=count, retry_after=1)
                 wait_until(lambda: not any(f["count"] for f in standin.faults), timeout=30, what=f"{kind} burst used")
             return time.monotonic()
@@ -78,14 +81,14 @@ def test_slack_answering_429_and_500_in_bursts(stack, capsys):
             web,
             tool="send_message",
             clients=CHANNELS,
-            per_client=20,
+            per_client=30,
             fault=bursts,
             runners=runners,
             landed=posted,
         )
         refused = Counter(c.status for c in standin.calls_of("chat.postMessage") if c.status != 200)
-        assert refused == {429: 30, 500: 16}, refused
+        assert refused == {429: 30, 500: 10}, refused
         wait_until(lambda: waiting_posts(stack) == 0, timeout=30, what="no Slack post left waiting")
-        report(capsys, seen.line("Slack 429 x30 and 500 x16 in bursts"))
+        report(capsys, seen.line("Slack 429 x30 and 500 x10 in bursts"))
     finally:
         standin.stop()
