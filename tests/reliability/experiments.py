@@ -12,6 +12,9 @@ recovery time (fault end -> everything landed) to print.
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
 
 from tests.reliability.calls import Outcome, drive, landed_markers, unfinished_calls
 from tests.reliability.processes import sessions_make
@@ -36,9 +39,14 @@ class Seen:
 
 
 def report(capsys, line: str) -> None:
-    """Shown in the run's output even when the test passes (what recovery took, each time)."""
+    """Shown in the run's output even when the test passes (what recovery took, each time), and
+    kept in var/<TEST_NAME>/[<worker>/]reliability/recovery.log: pytest-xdist shows no worker's output."""
     with capsys.disabled():
         print(f"\n[reliability] {line}", flush=True)
+    log = Path(settings.VAR_DIR) / "reliability" / "recovery.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as file:
+        file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
 
 
 def calls_under_fault(
