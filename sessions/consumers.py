@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 
 UNAUTHORIZED = 4401  # unknown or revoked token: the daemon stops and says so
 REPLACED = 4409  # a newer connection of the same host took over
+# Its heartbeat lapsed and the sweep moved its turns (a pause, a slow network): the daemon is not
+# refused, it connects again and registers, as after any dropped connection.
+LAPSED = 4408
 MAX_PENDING_REQUESTS = 64
 
 
@@ -109,7 +112,8 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
     async def _heartbeat(self):
         alive = await database_sync_to_async(hosts.host_heartbeat)(host_id=self.host_id, channel_name=self.channel_name)
         if not alive:
-            await self.close(code=UNAUTHORIZED)
+            lapsed = await database_sync_to_async(hosts.host_lapsed)(host_id=self.host_id)
+            await self.close(code=LAPSED if lapsed else UNAUTHORIZED)
             return
         # Every live host sweeps for lapsed ones: their turns run again without waiting for beat.
         await database_sync_to_async(hosts.hosts_sweep)()

@@ -158,6 +158,12 @@ def host_heartbeat(*, host_id: int, channel_name: str) -> bool:
     )
 
 
+def host_lapsed(*, host_id: int) -> bool:
+    """The sweep cleared this host's connection (its heartbeat lapsed), and nothing else did: it is
+    neither revoked nor taken over by a newer connection, so it may register again."""
+    return Host.objects.filter(id=host_id, revoked_at__isnull=True, channel_name="").exists()
+
+
 def host_disconnected(*, host_id: int, channel_name: str) -> None:
     """The connection closed. Its turns stay its own until the heartbeat lapses: a host that
     reconnects within the lapse carries on with them."""

@@ -4,6 +4,7 @@ import asyncio
 import json
 
 import pytest
+from django.utils import timezone
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -11,6 +12,7 @@ from calvin.workspaces.models import Member
 from sessions.hosts import host_create
 from sessions.models import Host, Message, Runner, Session, Turn
 from sessions.services import message_post_by_person, runner_start, session_start
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -239,3 +241,27 @@ def test_a_revoked_or_deleted_host_ends_its_runners_and_only_its_own(workspace, 
     assert (host_revoke if end == "revoke" else host_delete)(host_id=doomed.id)
     assert not _runner_live(idle)  # no turn ran: only its host held the token, and it is not trusted now
     assert _runner_live(elsewhere) and _runner_live(issued)
+
+
+def test_a_live_host_whose_heartbeat_lapsed_connects_again_instead_of_stopping(hosts, workspace):
+    from tests.sessions.host_processes import wait_connected
+
+    host = hosts("paused")
+    wait_connected(host)
+    first = Host.objects.get(id=host.host.id).connected_at
+    # What the sweep does to a host it thinks is gone (a GC pause, a slow network): its
+    # connection slot is cleared while the daemon still runs.
+    Host.objects.filter(id=host.host.id).update(channel_name="", last_heartbeat_at=None)
+    wait_for(lambda: Host.objects.get(id=host.host.id).connected_at != first, timeout=20)
+    wait_connected(host)
+    assert host.process.poll() is None, host.output()  # it registered again; it did not exit
+
+
+def test_a_revoked_host_is_still_refused_on_its_next_heartbeat(hosts, workspace):
+    from tests.sessions.host_processes import wait_connected
+
+    host = hosts("revoked")
+    wait_connected(host)
+    Host.objects.filter(id=host.host.id).update(revoked_at=timezone.now())  # no close sent: the heartbeat finds it
+    wait_for(lambda: host.process.poll() is not None, timeout=20)
+    assert "revoked" in host.output()
