@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -207,5 +208,11 @@ def tool_calls_recover(*, now: datetime) -> list[int]:
             error=f"gave up after {MAX_ATTEMPTS} attempts: the worker stopped while applying it",
         )
     stuck.update(status=ToolCall.Status.PENDING)
-    pending = ToolCall.objects.filter(status=ToolCall.Status.PENDING, created_at__lt=now - lost_pending)
-    return list(pending.values_list("id", flat=True)[:RECOVER_BATCH])
+    pending = ToolCall.objects.filter(status=ToolCall.Status.PENDING, created_at__lt=now - lost_pending).filter(
+        Q(claimed_at__isnull=True) | Q(claimed_at__lt=now - lost_pending)
+    )
+    ids = list(pending.values_list("id", flat=True)[:RECOVER_BATCH])
+    # Stamped as queued now: behind a backlog, the next sweeps leave them alone for the bound
+    # instead of queueing every waiting call again each time (duplicates that slow the workers).
+    ToolCall.objects.filter(id__in=ids, status=ToolCall.Status.PENDING).update(claimed_at=now)
+    return ids

@@ -38,6 +38,7 @@ class ToolCall(models.Model):
     platform_ids = models.JSONField(default=dict, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When a worker last claimed it, or (while pending) when the sweep last queued it again.
     claimed_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

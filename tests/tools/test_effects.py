@@ -84,6 +84,19 @@ def test_the_message_and_applied_commit_together(agent, monkeypatch):
     assert Message.objects.filter(thread=agent.session.thread, kind=Message.Kind.SYSTEM).count() == 1
 
 
+def test_a_waiting_call_is_queued_again_once_per_bound_not_on_every_sweep(agent, settings):
+    from tools.effects import tool_calls_recover
+
+    call = ToolCall.objects.create(session=agent.session, runner=agent.runner, tool="post_card", arguments={})
+    ToolCall.objects.filter(id=call.id).update(created_at=timezone.now() - timedelta(minutes=1))
+    now = timezone.now()
+    assert tool_calls_recover(now=now) == [call.id]
+    assert tool_calls_recover(now=now + timedelta(seconds=1)) == []  # queued already: a backlog is not doubled
+    later = now + timedelta(seconds=settings.CALVIN_LOST_PENDING_SECONDS + 1)
+    assert tool_calls_recover(now=later) == [call.id]  # still pending a bound later: its task was lost too
+    ToolCall.objects.filter(id=call.id).update(status=ToolCall.Status.FAILED)  # nothing queued it: end it here
+
+
 def test_a_lost_enqueue_is_picked_up_by_the_sweep(agent):
     call = ToolCall.objects.create(
         session=agent.session,
