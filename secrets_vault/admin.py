@@ -10,12 +10,12 @@ from django.urls import path
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 
-from calvin.admin_scope import WorkspaceScopedAdmin
+from calvin.admin_scope import SuperuserOnlyRecordAdmin, WorkspaceScopedAdmin
 from calvin.workspaces.models import Agent, Workspace
 from secrets_vault.admin_actions import vault_rotate_view
 from secrets_vault.forms import SecretAdminForm
 from secrets_vault.management_services import member_of, secret_as_file_set, secret_manage_put
-from secrets_vault.models import Secret, SecretRequest
+from secrets_vault.models import Secret, SecretRequest, VaultCanary
 from secrets_vault.services import secret_delete
 
 
@@ -146,3 +146,11 @@ class SecretRequestAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(VaultCanary)
+class VaultCanaryAdmin(SuperuserOnlyRecordAdmin, admin.ModelAdmin):
+    """Which key sealed the vault's canary (secrets_vault/canary.py): read-only, superusers only."""
+
+    list_display = ["id", "key_id", "created_at"]
+    exclude = ["ciphertext"]
