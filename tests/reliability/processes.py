@@ -235,6 +235,11 @@ def wait_until(predicate, timeout: float, interval: float = 0.1, what: str = "co
 def sessions_make(stack: Stack, count: int) -> list[dict]:
     """`count` web-channel sessions of one new workspace, each with a runner token
     (bench/setup_calvin.py): [{"token", "session_id", "thread_id"}, ...]."""
+    return sessions_and_cookie(stack, count)[0]
+
+
+def sessions_and_cookie(stack: Stack, count: int) -> tuple[list[dict], str]:
+    """sessions_make's sessions, and a logged-in owner's `Cookie` header for their pages' sockets."""
     out = stack.directory / f"sessions-{uuid.uuid4().hex[:6]}.json"
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "setup_calvin.py"), str(count), str(out)],
@@ -244,4 +249,5 @@ def sessions_make(stack: Stack, count: int) -> list[dict]:
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(out.read_text())["runners"]
+    made = json.loads(out.read_text())
+    return made["runners"], made["cookie"]

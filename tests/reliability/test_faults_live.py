@@ -7,8 +7,6 @@ and on (re)connect asks for everything after the last seq it applied.
 """
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from websockets.sync.client import connect
 
 from tests.reliability.calls import drive
 from tests.reliability.experiments import report
-from tests.reliability.processes import ROOT, wait_until
+from tests.reliability.processes import ROOT, sessions_and_cookie, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -26,17 +24,8 @@ RECOVERY_S = 30
 
 
 def session_with_page(stack) -> tuple[dict, str]:
-    out = stack.directory / "live-session.json"
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "setup_calvin.py"), "1", str(out)],
-        cwd=ROOT,
-        env=stack.env(),
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    fixture = json.loads(out.read_text())
-    return fixture["runners"][0], fixture["cookie"]
+    runners, cookie = sessions_and_cookie(stack, 1)
+    return runners[0], cookie
 
 
 class Page:
