@@ -98,3 +98,15 @@ def test_a_paused_agents_turn_is_not_said_to_wait_for_a_host(workspace):
     say(session, "work")
     hosts_sweep()
     assert NO_HOST not in system_texts(session)
+
+
+def test_two_sweeps_telling_the_same_wait_post_it_once(workspace):
+    from sessions.scheduling import turn_host_wait_tell
+
+    session = new_session(workspace)
+    say(session, "work")
+    turn = Turn.objects.get(session=session)
+    # Two hosts' heartbeats sweep at once: both read the turn as untold; only one update changes it.
+    assert turn_host_wait_tell(turn_id=turn.id, thread_id=session.thread_id, text=NO_HOST)
+    assert not turn_host_wait_tell(turn_id=turn.id, thread_id=session.thread_id, text=NO_HOST)
+    assert system_texts(session) == [NO_HOST]
