@@ -114,6 +114,7 @@ INSTALLED_APPS = [
     "calvin.dashboard",
     "calvin.accounts",
     "calvin.audit",
+    "calvin.previews",
     "axes",
     "csp",
 ]
@@ -247,7 +248,10 @@ CALVIN_SLACK_POST_ATTEMPTS = env.int("CALVIN_SLACK_POST_ATTEMPTS", default=6)
 CALVIN_SLACK_EVENTS_KEEP_DAYS = env.float("CALVIN_SLACK_EVENTS_KEEP_DAYS", default=7.0)
 
 # A host's answer to a file request arrives in 256 KiB chunks on one channel: room for 100 MiB + 1.
-HOST_REPLY_CAPACITY = {"hostreply*": 500}
+HOST_REPLY_CAPACITY = {"hostreply*": 500, "preview*": 200}
+# A host's consumer takes every preview stream's data to that host (each stream bounded by its
+# flow-control window) besides its own messages.
+CHANNEL_CAPACITY = 1000
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -258,6 +262,7 @@ if REDIS_URL:
                 "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
                 "prefix": env("CALVIN_CHANNEL_PREFIX", default="calvin"),
                 "channel_capacity": HOST_REPLY_CAPACITY,
+                "capacity": CHANNEL_CAPACITY,
             },
         }
     }
@@ -268,7 +273,8 @@ else:
             # Unlike channels_redis, Channels' in-memory layer does not compile its capacity
             # patterns: give it compiled (pattern, capacity) pairs.
             "CONFIG": {
-                "channel_capacity": [(re.compile(fnmatch.translate(p)), n) for p, n in HOST_REPLY_CAPACITY.items()]
+                "channel_capacity": [(re.compile(fnmatch.translate(p)), n) for p, n in HOST_REPLY_CAPACITY.items()],
+                "capacity": CHANNEL_CAPACITY,
             },
         }
     }
@@ -455,6 +461,24 @@ CALVIN_HOST_LAPSE_SECONDS = env.float("CALVIN_HOST_LAPSE_SECONDS", default=35.0)
 # A queued turn no connected host can take is said in its thread after this long (a host that is
 # only reconnecting should not make noise); a turn its host lapsed under is said at once.
 CALVIN_HOST_WAIT_NOTICE_SECONDS = env.float("CALVIN_HOST_WAIT_NOTICE_SECONDS", default=10.0)
+# Previews (preview/unpreview): https://<name>.<CALVIN_PREVIEW_DOMAIN>/, a wildcard DNS name
+# pointed at the gateway, never the dashboard's own host or a parent of it. Empty: on a loopback
+# gateway (`up`) "preview.localhost" (browsers resolve *.localhost to this machine); elsewhere
+# previews are refused until it is set.
+CALVIN_PREVIEW_DOMAIN = env("CALVIN_PREVIEW_DOMAIN", default="").strip().lower().rstrip(".")
+# A request's line and headers beyond this are answered 431; a preview server's response head
+# beyond this is answered 502.
+CALVIN_PREVIEW_MAX_REQUEST_HEAD_BYTES = env.int("CALVIN_PREVIEW_MAX_REQUEST_HEAD_BYTES", default=32 * 1024)
+CALVIN_PREVIEW_MAX_RESPONSE_HEAD_BYTES = env.int("CALVIN_PREVIEW_MAX_RESPONSE_HEAD_BYTES", default=64 * 1024)
+# A request body (an upload) beyond this is answered 413; it is streamed, never held whole.
+CALVIN_PREVIEW_MAX_BODY_BYTES = env.int("CALVIN_PREVIEW_MAX_BODY_BYTES", default=1024**3)
+# Requests per preview per minute, across the gateway's processes (a dev server's first page
+# load fetches hundreds of modules); beyond it 429 with Retry-After.
+CALVIN_PREVIEW_REQUESTS_PER_MINUTE = env.int("CALVIN_PREVIEW_REQUESTS_PER_MINUTE", default=3000)
+# How long the session's host may take to open a connection to the preview's server.
+CALVIN_PREVIEW_OPEN_SECONDS = env.float("CALVIN_PREVIEW_OPEN_SECONDS", default=10.0)
+# A members-only preview's access cookie lasts this long before the person is sent to log in again.
+CALVIN_PREVIEW_ACCESS_SECONDS = env.int("CALVIN_PREVIEW_ACCESS_SECONDS", default=12 * 3600)
 # A turn that runs longer is stopped by its host (no session stays "running" forever).
 CALVIN_TURN_TIMEOUT_SECONDS = env.float("CALVIN_TURN_TIMEOUT_SECONDS", default=3600.0)
 # The gateway's own bound: a turn still running this long after the timeout is ended by the
