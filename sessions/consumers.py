@@ -14,6 +14,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from calvin.sockets import EndsOnClosedSocket
 from sessions import hosts, scheduling, turns
 from sessions.host_link import HOSTS_GROUP
+from sessions.stream_relay import LOCAL_RELAYS, StreamRelay
 from tools.auth import bearer_token
 
 log = logging.getLogger(__name__)
@@ -42,13 +43,28 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
             await self.close(code=UNAUTHORIZED)
             return
         await self.channel_layer.group_add(HOSTS_GROUP, self.channel_name)
+        self.streams = StreamRelay(
+            send_text=self.send_json, send_bytes=self._send_frame, channel_layer=self.channel_layer
+        )
+        LOCAL_RELAYS[self.channel_name] = self.streams
 
     async def disconnect(self, code):
+        streams = getattr(self, "streams", None)
+        if streams is not None:
+            LOCAL_RELAYS.pop(self.channel_name, None)
+            await streams.host_gone()
         if getattr(self, "host_id", None) is not None:
             await self.channel_layer.group_discard(HOSTS_GROUP, self.channel_name)
             await database_sync_to_async(hosts.host_disconnected)(host_id=self.host_id, channel_name=self.channel_name)
 
+    async def _send_frame(self, frame: bytes) -> None:
+        await self.send(bytes_data=frame)
+
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        if bytes_data is not None:
+            if self.registered:
+                await self.streams.host_frame(bytes_data)  # a preview stream's bytes
+            return
         try:
             content = json.loads(text_data) if text_data is not None else None
         except ValueError:
@@ -72,6 +88,8 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
             await self._turn_report(kind, content)
         elif kind in ("reply", "reply.chunk"):
             await self._reply(content)
+        elif kind.startswith("stream."):
+            await self.streams.host_message(content)
         else:
             await self.send_json({"type": "error", "error": f"unknown message type {kind[:40]!r}"})
 
@@ -175,6 +193,11 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
             return
         self.pending.add(message["request"])
         await self.send_json(message)
+
+    async def preview_open(self, event):
+        await self.streams.handle(event)
+
+    preview_data = preview_credit = preview_end = preview_reset = preview_open
 
     async def host_close(self, event):
         await self.send_json({"type": "closing", "reason": event.get("reason", "")})
