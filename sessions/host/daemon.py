@@ -17,6 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from sessions.host.files import file_read_answer
+from sessions.host.preview_streams import PreviewStreams, preview_probe_answer, session_connector
 from sessions.host.runner import SessionRunner
 from sessions.host.sandbox import MIRRORS_MODE, Sandbox, private_directory
 
@@ -74,6 +75,8 @@ class HostDaemon:
         self.connected = asyncio.Event()
         self._ws = None
         self._send_lock = asyncio.Lock()
+        self.preview_connect = session_connector(runners=self.runners, sessions_root=self.sessions_root)
+        self.previews: PreviewStreams | None = None  # the streams of the connection up now
 
     # The connection
 
@@ -134,8 +137,14 @@ class HostDaemon:
         )
         writer = asyncio.create_task(self._write_outbox())
         heartbeat = asyncio.create_task(self._heartbeat())
+        self.previews = previews = PreviewStreams(
+            send=self._send, send_data=self._send_data, connect=self.preview_connect
+        )
         try:
             async for raw in ws:
+                if isinstance(raw, bytes):
+                    previews.data(raw)  # a preview stream's bytes
+                    continue
                 try:
                     message = json.loads(raw)
                 except (TypeError, ValueError):
@@ -145,12 +154,17 @@ class HostDaemon:
         finally:
             writer.cancel()
             heartbeat.cancel()
+            await previews.close()
             if ws.close_code == UNAUTHORIZED:
                 raise HostRefused(ws.close_reason or "the gateway refused this host's token (unknown or revoked)")
 
     async def _send(self, message: dict) -> None:
         async with self._send_lock:
             await self._ws.send(json.dumps(message))
+
+    async def _send_data(self, frame: bytes) -> None:
+        async with self._send_lock:
+            await self._ws.send(frame)
 
     def post(self, message: dict) -> None:
         """Queue a message for the gateway; it is sent when connected, in order."""
@@ -190,6 +204,8 @@ class HostDaemon:
             self._spawn(self._stop(message))
         elif kind == "request":
             self._spawn(self._answer(message))
+        elif isinstance(kind, str) and kind.startswith("stream.") and self.previews is not None:
+            self.previews.handle(message)
         elif kind == "session.agents_md":
             self._agents_md(message)
         elif kind in ("closing", "error"):
@@ -330,6 +346,8 @@ class HostDaemon:
                     sandbox=self.sandbox,
                     send=self._send,
                 )
+            elif op == "preview.probe":
+                await preview_probe_answer(request=message, connect=self.preview_connect, send=self._send)
             elif op == "git.brief":
                 from sessions.host.git import git_brief_answer
 

@@ -2,7 +2,13 @@
 namespace, carried to the host's egress proxy on a Unix socket (clients want a proxy's
 host:port, not a socket). Then runs the agent as its child and exits with its status.
 
-    python -I -S egress_forwarder.py --socket /run/calvin/egress.sock --port 3128 -- <agent argv>
+    python -I -S egress_forwarder.py --socket /run/calvin/egress.sock --port 3128 [--door FD] -- <agent argv>
+
+With `--door FD` (a listening Unix socket the host daemon made and only it can reach) it is
+also the door of previews: each connection accepted there names a port in one line
+(`5173\n`); the door connects to 127.0.0.1:<port> of the sandbox's own namespace, answers
+`OK\n` or `ERR <errno>\n`, then carries bytes both ways. It reaches nothing but the
+sandbox's loopback, and never its own egress port (that would lend a browser the agent's way out).
 
 Only the standard library's C modules (`_socket`, `_thread`: `socket` and `threading` would
 double its start time) and no site packages: it starts before every turn's agent.
@@ -17,8 +23,12 @@ CHUNK = 65536
 GONE = b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\ncalvin egress: the host's proxy is not listening\n"
 
 
+DOOR_LINE = 16  # "65535\n" and then some: a longer request is refused
+DOOR_TIMEOUT = 10.0
+
+
 def usage() -> int:
-    print("usage: egress_forwarder.py --socket PATH --port N -- ARGV...", file=sys.stderr)
+    print("usage: egress_forwarder.py --socket PATH --port N [--door FD] -- ARGV...", file=sys.stderr)
     return 2
 
 
@@ -38,6 +48,14 @@ def pipe(source, target, done=None) -> None:
             done.release()
 
 
+def both_ways(one, other) -> None:
+    back = _thread.allocate_lock()
+    back.acquire()
+    _thread.start_new_thread(pipe, (other, one, back))
+    pipe(one, other)
+    back.acquire()  # the other way is done too
+
+
 def carry(fd: int, path: str) -> None:
     client = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM, 0, fd)
     proxy = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -47,34 +65,93 @@ def carry(fd: int, path: str) -> None:
         except OSError:
             client.sendall(GONE)
             return
-        back = _thread.allocate_lock()
-        back.acquire()
-        _thread.start_new_thread(pipe, (proxy, client, back))
-        pipe(client, proxy)
-        back.acquire()  # the other way is done too
+        both_ways(client, proxy)
     finally:
         proxy.close()
         client.close()
 
 
-def serve(listener, path: str) -> None:
+def door_port(line: bytes, own_port: int) -> int:
+    """The port a door request names, or 0 when it names none the door may reach."""
+    text = line[:-1]  # digits, then the newline: nothing else
+    if not text.isdigit() or len(text) > 5:
+        return 0
+    port = int(text)
+    return port if 1 <= port <= 65535 and port != own_port else 0
+
+
+def door_open(fd: int, own_port: int) -> None:
+    daemon = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, fd)
+    server = None
+    try:
+        daemon.settimeout(DOOR_TIMEOUT)
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = daemon.recv(1)  # byte by byte: nothing after the line is taken from the stream
+            if not chunk or len(line) >= DOOR_LINE:
+                return
+            line += chunk
+        port = door_port(line, own_port)
+        if not port:
+            daemon.sendall(b"ERR 22\n")  # EINVAL: no such port to reach
+            return
+        server = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        server.settimeout(DOOR_TIMEOUT)
+        try:
+            server.connect(("127.0.0.1", port))
+        except OSError as error:
+            daemon.sendall(b"ERR %d\n" % (error.errno or 0))
+            return
+        server.settimeout(None)
+        daemon.settimeout(None)
+        daemon.sendall(b"OK\n")
+        both_ways(daemon, server)
+    except OSError:
+        pass
+    finally:
+        if server is not None:
+            server.close()
+        daemon.close()
+
+
+def serve(listener, work, *extra) -> None:
     while True:
         try:
             fd, _ = listener._accept()
         except OSError:
             return
-        _thread.start_new_thread(carry, (fd, path))
+        _thread.start_new_thread(work, (fd, *extra))
+
+
+def options(args: list[str]) -> dict | None:
+    """--socket PATH --port N [--door FD] -- ARGV..."""
+    found, i = {}, 0
+    while i + 1 < len(args) and args[i] in ("--socket", "--port", "--door") and args[i] not in found:
+        found[args[i]], i = args[i + 1], i + 2
+    if i >= len(args) - 1 or args[i] != "--" or "--socket" not in found or "--port" not in found:
+        return None
+    if not all(found[name].isdigit() for name in ("--port", "--door") if name in found):
+        return None
+    found["argv"] = args[i + 1 :]
+    return found
 
 
 def main(args: list[str]) -> int:
-    if len(args) < 6 or args[0] != "--socket" or args[2] != "--port" or args[4] != "--" or not args[3].isdigit():
+    found = options(args)
+    if found is None:
         return usage()
-    path, port, argv = args[1], int(args[3]), args[5:]
+    path, port, argv = found["--socket"], int(found["--port"]), found["argv"]
     listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
     listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(128)
-    _thread.start_new_thread(serve, (listener, path))
+    _thread.start_new_thread(serve, (listener, carry, path))
+    if "--door" in found:
+        door = int(found["--door"])
+        os.set_inheritable(door, False)  # the agent must never accept on it
+        _thread.start_new_thread(
+            serve, (_socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, door), door_open, port)
+        )
     try:
         child = os.posix_spawnp(argv[0], argv, os.environ)
     except OSError as error:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sessions.host.agent_servers import agent_servers
 from sessions.host.egress import EgressPolicy, EgressProxy, gateways_of, proxy_environment
+from sessions.host.preview_streams import PreviewRefused, Streams, door_connect, door_listen, door_remove
 from sessions.host.providers import LINE_LIMIT, REPO, Outcome, Provider, ProviderError, provider_for
 from sessions.host.sandbox import Sandbox, limit_resources, private_directory, write_private
 from sessions.host.stream_json import bounded, usage_added
@@ -164,6 +165,9 @@ class SessionRunner:
         egress_root = Path(egress_root or Path(secrets_root).parent / "egress")
         self.egress_socket = egress_root / f"session-{self.session_id}.sock"
         self._egress_socket: Path | None = None  # while a turn's proxy listens
+        # The door of previews (egress_forwarder.py): its socket, beside the egress proxy's.
+        self.door_socket = egress_root / f"session-{self.session_id}.door"
+        self._door: Path | None = None  # while a sandbox holds the listening door
         self.generation: int | None = None
         self.busy = False
         self._token = ""
@@ -225,6 +229,17 @@ class SessionRunner:
         if process is not None and process.returncode is None:
             await end_tree(process.pid)
         return True
+
+    async def preview_connect(self, port) -> Streams:
+        """A connection to 127.0.0.1:<port> in this session's running sandbox, through its
+        door only; PreviewRefused says why not."""
+        if self.sandbox.kind != "bwrap":
+            raise PreviewRefused("no_sandbox", "this host runs agents without a sandbox: it serves no previews")
+        if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+            raise PreviewRefused("not_listening", f"{str(port)[:20]!r} is not a port from 1 to 65535")
+        if self._door is None:
+            raise PreviewRefused("not_running", "no sandbox of this session is running now")
+        return await door_connect(self._door, port)
 
     def _finished(self, number, outcome: Outcome) -> dict:
         return {
@@ -388,6 +403,16 @@ class SessionRunner:
     async def _run_process(self, provider: Provider, secrets: dict[str, str], number, extra_path, reveal) -> Outcome:
         if self._stop_requested:
             return Outcome("stopped")
+        door = door_listen(self.door_socket) if self._egress_socket is not None else None
+        try:
+            return await self._run_sandboxed(provider, secrets, number, extra_path, reveal, door)
+        finally:
+            self._door = None
+            if door is not None:
+                door.close()
+                door_remove(self.door_socket)
+
+    async def _run_sandboxed(self, provider, secrets, number, extra_path, reveal, door) -> Outcome:
         argv = self.sandbox.wrap(
             provider.argv,
             directory=self.directory,
@@ -400,6 +425,7 @@ class SessionRunner:
             ),
             reveal=(*provider.reveal, *reveal),
             egress_socket=self._egress_socket,
+            door_fd=door.fileno() if door is not None else None,
         )
         try:
             process = await asyncio.create_subprocess_exec(
@@ -412,10 +438,16 @@ class SessionRunner:
                 start_new_session=True,
                 preexec_fn=limit_resources,
                 limit=LINE_LIMIT,
+                pass_fds=(door.fileno(),) if door is not None else (),
             )
         except (OSError, ValueError, subprocess.SubprocessError) as error:
             return Outcome("failed", error=f"The agent could not start: {error}")
         self._process = process
+        if door is not None:
+            # Only the sandbox holds it now: once the sandbox ends, a connection is refused
+            # at once rather than left waiting in the backlog.
+            door.close()
+            self._door = self.door_socket
         tasks: list[asyncio.Future] = []
         try:
             await self.emit(

@@ -104,13 +104,16 @@ class Sandbox:
         home_binds=(),
         reveal=(),
         egress_socket: Path | None = None,
+        door_fd: int | None = None,
     ) -> list[str]:
         """The command line that runs `argv` inside the sandbox.
 
         `home_binds` are shown read-write (Claude Code's login and transcripts); `reveal`
         read-only (a binary or package prefix that lives under a hidden place). The network
         is the sandbox's own (loopback only); with `egress_socket` (the host's egress proxy)
-        the forwarder runs in front of `argv`, so HTTP(S)_PROXY leads there.
+        the forwarder runs in front of `argv`, so HTTP(S)_PROXY leads there. `door_fd` (a
+        listening Unix socket the caller passes to the process) makes the forwarder the door
+        of previews too (egress_forwarder.py).
         """
         if self.kind != "bwrap":
             return list(argv)
@@ -139,7 +142,8 @@ class Sandbox:
             args += ["--perms", "0755", "--dir", os.path.dirname(SANDBOX_SOCKET)]
             args += ["--bind", str(egress_socket), SANDBOX_SOCKET]
             forwarder = [sys.executable, "-I", "-S", str(FORWARDER), "--socket", SANDBOX_SOCKET]
-            argv = [*forwarder, "--port", str(FORWARDER_PORT), "--", *argv]
+            door = ["--door", str(door_fd)] if door_fd is not None else []
+            argv = [*forwarder, "--port", str(FORWARDER_PORT), *door, "--", *argv]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         args += ["--die-with-parent", "--new-session", "--chdir", os.path.abspath(directory), "--"]
         drop = _drop_argv(self.setpriv, {"agent_uid": self.agent_uid, "agent_gid": self.agent_gid})
