@@ -16,7 +16,7 @@ import uuid
 
 from channels.layers import get_channel_layer
 
-from sessions.stream_relay import LOCAL_RELAYS, LOCAL_REQUESTERS, MAX_CHUNK
+from sessions.stream_relay import LOCAL_REQUESTERS, MAX_CHUNK, local_relay
 
 WINDOW = 256 * 1024
 
@@ -41,7 +41,7 @@ class StreamLost(Exception):
 class HostStream:
     def __init__(self, channel: str):
         self._channel = channel
-        self._relay = LOCAL_RELAYS.get(channel)
+        self._relay = local_relay(channel)
         self._layer = None if self._relay is not None else get_channel_layer()
         self._reply = ""
         self._receiver: asyncio.Task | None = None

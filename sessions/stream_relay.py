@@ -21,8 +21,14 @@ MAX_STREAMS = 256
 
 # Requesters in this process, by reply name: their messages skip the channel layer.
 LOCAL_REQUESTERS: dict = {}
-# Host consumers in this process, by channel name: a requester here talks to them directly.
+# Host consumers in this process, by channel name: a requester on the same event loop talks to
+# them directly (another loop, a second server in this process, goes by the channel layer).
 LOCAL_RELAYS: dict = {}
+
+
+def local_relay(channel: str):
+    relay = LOCAL_RELAYS.get(channel)
+    return relay if relay is not None and relay.loop is asyncio.get_running_loop() else None
 
 
 def data_frame(stream: int, payload: bytes) -> bytes:
@@ -35,6 +41,7 @@ class StreamRelay:
         self._layer = channel_layer
         # Requesters in this process call in from their own tasks: one frame at a time.
         self._sending = asyncio.Lock()
+        self.loop = asyncio.get_running_loop()
         self._next = 0
         self._ids: dict[str, int] = {}  # reply name -> stream id
         self._replies: dict[int, str] = {}  # stream id -> reply name

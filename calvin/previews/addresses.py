@@ -66,6 +66,8 @@ def preview_name_of(host: str) -> str | None:
 
 
 def _without_port(host: str) -> str:
+    """Whatever follows the last colon goes: `a:80.preview.localhost:8000` is still under the
+    domain (and refused there), not a name Django's own host checks see."""
     if host.startswith("["):  # [::1]:8000
         return host.split("]", 1)[0] + "]"
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return host.rsplit(":", 1)[0] if ":" in host else host

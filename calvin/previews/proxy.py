@@ -261,7 +261,7 @@ async def _download(send, connection: h11.Connection, stream: HostStream, starte
         if isinstance(event, h11.InformationalResponse):
             continue
         if isinstance(event, h11.Response):
-            headers = response_headers(event.headers.raw_items())
+            headers = response_headers(list(event.headers))  # names lowercased by h11
             await send({"type": "http.response.start", "status": event.status_code, "headers": headers})
             started.set()
         elif isinstance(event, h11.Data):
