@@ -14,7 +14,8 @@ from sessions.host.preview_streams import PreviewRefused
 from tests.sessions.host import Roots, a_turn, command, shell
 
 # The agent: an HTTP server on each port named (GET /big/N streams N bytes, POST answers the
-# body's length and hash) and, on the port after each, one that reads to EOF and then answers.
+# body's length and hash); on the port after each, one that reads to EOF and then answers; on
+# the next, one that accepts and never reads.
 SERVERS = r"""
 import hashlib, http.server, socket, sys, threading
 
@@ -56,7 +57,14 @@ def until_eof(port):
         client.sendall(b"got %d bytes: %s" % (len(got), got[:20]))
         client.close()
 
+def never_reads(port):
+    listener = socket.create_server(("127.0.0.1", port))
+    held = []
+    while True:
+        held.append(listener.accept()[0])
+
 for port in map(int, sys.argv[1:]):
+    threading.Thread(target=never_reads, args=(port + 2,), daemon=True).start()
     threading.Thread(target=until_eof, args=(port + 1,), daemon=True).start()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
