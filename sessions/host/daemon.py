@@ -206,6 +206,11 @@ class HostDaemon:
             self._spawn(self._answer(message))
         elif isinstance(kind, str) and kind.startswith("stream.") and self.previews is not None:
             self.previews.handle(message)
+        elif kind == "session.previews":
+            session = message.get("session")
+            runner = self.runners.get(session) if isinstance(session, int) else None
+            if runner is not None and isinstance(message.get("ports"), list):
+                self._spawn(runner.previews_update(message["ports"]))
         elif kind == "session.agents_md":
             self._agents_md(message)
         elif kind in ("closing", "error"):

@@ -2,13 +2,18 @@
 namespace, carried to the host's egress proxy on a Unix socket (clients want a proxy's
 host:port, not a socket). Then runs the agent as its child and exits with its status.
 
-    python -I -S egress_forwarder.py --socket /run/calvin/egress.sock --port 3128 [--door FD] -- <agent argv>
+    python -I -S egress_forwarder.py --socket /run/calvin/egress.sock --port 3128 \
+        [--door FD] [--status FD] -- <agent argv>
 
 With `--door FD` (a listening Unix socket the host daemon made and only it can reach) it is
 also the door of previews: each connection accepted there names a port in one line
 (`5173\n`); the door connects to 127.0.0.1:<port> of the sandbox's own namespace, answers
 `OK\n` or `ERR <errno>\n`, then carries bytes both ways. It reaches nothing but the
 sandbox's loopback, and never its own egress port (that would lend a browser the agent's way out).
+
+With `--status FD` (a pipe's writing end) it writes the agent's exit status there (`3\n`)
+when the agent ends, and then stays, with whatever the agent left running, until it is
+signalled: the host keeps a sandbox whose servers are previewed past the turn.
 
 Only the standard library's C modules (`_socket`, `_thread`: `socket` and `threading` would
 double its start time) and no site packages: it starts before every turn's agent.
@@ -28,7 +33,7 @@ DOOR_TIMEOUT = 10.0
 
 
 def usage() -> int:
-    print("usage: egress_forwarder.py --socket PATH --port N [--door FD] -- ARGV...", file=sys.stderr)
+    print("usage: egress_forwarder.py --socket PATH --port N [--door FD] [--status FD] -- ARGV...", file=sys.stderr)
     return 2
 
 
@@ -124,13 +129,13 @@ def serve(listener, work, *extra) -> None:
 
 
 def options(args: list[str]) -> dict | None:
-    """--socket PATH --port N [--door FD] -- ARGV..."""
+    """--socket PATH --port N [--door FD] [--status FD] -- ARGV..."""
     found, i = {}, 0
-    while i + 1 < len(args) and args[i] in ("--socket", "--port", "--door") and args[i] not in found:
+    while i + 1 < len(args) and args[i] in ("--socket", "--port", "--door", "--status") and args[i] not in found:
         found[args[i]], i = args[i + 1], i + 2
     if i >= len(args) - 1 or args[i] != "--" or "--socket" not in found or "--port" not in found:
         return None
-    if not all(found[name].isdigit() for name in ("--port", "--door") if name in found):
+    if not all(found[name].isdigit() for name in ("--port", "--door", "--status") if name in found):
         return None
     found["argv"] = args[i + 1 :]
     return found
@@ -152,6 +157,22 @@ def main(args: list[str]) -> int:
         _thread.start_new_thread(
             serve, (_socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, door), door_open, port)
         )
+    report = int(found["--status"]) if "--status" in found else None
+    if report is not None:
+        os.set_inheritable(report, False)
+    code = run(argv)
+    if report is not None:
+        try:
+            os.write(report, b"%d\n" % code)
+        except OSError:
+            return code  # nobody reads it: nothing to stay for
+        stay = _thread.allocate_lock()
+        stay.acquire()
+        stay.acquire()  # until SIGTERM (its default action) or SIGKILL
+    return code
+
+
+def run(argv: list[str]) -> int:
     try:
         child = os.posix_spawnp(argv[0], argv, os.environ)
     except OSError as error:

@@ -26,6 +26,8 @@ from sessions.host.stream_json import bounded, usage_added
 
 STOP_GRACE = 3.0
 DRAIN_TIMEOUT = 5.0
+KEPT_DRAIN_TIMEOUT = 0.3  # a kept sandbox holds the agent's output open: what it wrote is read by then
+KEPT_STOP_GRACE = 1.0
 STDERR_TAIL = 2000
 INSTRUCTIONS_FILE = "CLAUDE.md"
 AGENTS_FILE = "AGENTS.md"
@@ -115,6 +117,26 @@ async def exited(process: asyncio.subprocess.Process) -> int:
     return process.returncode
 
 
+async def agent_exited(process: asyncio.subprocess.Process, report: int | None) -> tuple[int, bool]:
+    """The agent's exit status, and whether the forwarder said it (then the sandbox is still
+    up); else the main process's own status once it ends."""
+    if report is not None:
+        os.set_blocking(report, False)
+        said = b""
+        while process.returncode is None and len(said) < 16:
+            try:
+                chunk = os.read(report, 16)
+            except BlockingIOError:
+                await asyncio.sleep(0.02)
+                continue
+            if not chunk:
+                break  # the forwarder is gone without a word
+            said += chunk
+            if said.endswith(b"\n") and said[:-1].lstrip(b"-").isdigit():
+                return int(said), True
+    return await exited(process), False
+
+
 async def _tail(stream: asyncio.StreamReader, limit: int = STDERR_TAIL) -> str:
     kept = b""
     while chunk := await stream.read(65536):
@@ -168,6 +190,9 @@ class SessionRunner:
         # The door of previews (egress_forwarder.py): its socket, beside the egress proxy's.
         self.door_socket = egress_root / f"session-{self.session_id}.door"
         self._door: Path | None = None  # while a sandbox holds the listening door
+        self.previews: set[int] = set()  # the session's live previews' ports (the gateway says)
+        self._kept: asyncio.subprocess.Process | None = None  # a sandbox kept after its turn
+        self._kept_ports: list[int] = []
         self.generation: int | None = None
         self.busy = False
         self._token = ""
@@ -192,10 +217,22 @@ class SessionRunner:
         self.busy, self._stop_requested, self._stopped = True, False, False
         self._agent_directory = Path(agent_directory) if agent_directory else None
         try:
+            if isinstance(turn.get("previews"), list):
+                self.previews = {p for p in turn["previews"] if isinstance(p, int) and not isinstance(p, bool)}
+            stopped = await self.kept_end()  # the next turn has a sandbox of its own
+            if stopped:
+                ports = ", ".join(map(str, stopped))
+                note = (
+                    f"[system] Your preview servers (port{'s' if len(stopped) > 1 else ''} {ports}) stopped with the"
+                    " previous turn's sandbox; start them again if they are still wanted."
+                )
+                turn = {**turn, "prompt": f"{note}\n\n{turn.get('prompt') or ''}"}
             async with self._egress(turn):
                 outcome = await self._run(turn, number, list(extra_path), [*extra_path, *reveal])
         finally:
             self.busy, self._process = False, None
+        if self._stop_requested:
+            await self.kept_end()  # a stop that came as the turn ended
         if self._stopped:
             outcome = Outcome("stopped", agent_session_id=outcome.agent_session_id, usage=outcome.usage)
         return self._finished(number, outcome)
@@ -219,7 +256,9 @@ class SessionRunner:
             await proxy.close()
 
     async def stop(self) -> bool:
-        """End the running turn's whole process tree; False when no turn was running."""
+        """End the running turn's whole process tree, and a kept sandbox; False when no turn
+        was running."""
+        await self.kept_end()
         if not self.busy:
             return False
         self._stop_requested = True
@@ -229,6 +268,24 @@ class SessionRunner:
         if process is not None and process.returncode is None:
             await end_tree(process.pid)
         return True
+
+    async def previews_update(self, ports) -> None:
+        """The session's live previews changed: a kept sandbox ends once it has none."""
+        self.previews = {port for port in ports if isinstance(port, int) and not isinstance(port, bool)}
+        if not self.previews:
+            await self.kept_end()
+
+    async def kept_end(self) -> list[int]:
+        """End the sandbox kept after a turn for its previews; the ports it served."""
+        process, self._kept = self._kept, None
+        if process is None:
+            return []
+        self._door = None  # the door is the kept sandbox's (a next turn makes its own after this)
+        door_remove(self.door_socket)
+        await end_tree(process.pid, grace=KEPT_STOP_GRACE)
+        with contextlib.suppress(TimeoutError, ProcessLookupError):
+            await asyncio.wait_for(process.wait(), DRAIN_TIMEOUT)
+        return self._kept_ports
 
     async def preview_connect(self, port) -> Streams:
         """A connection to 127.0.0.1:<port> in this session's running sandbox, through its
@@ -404,15 +461,20 @@ class SessionRunner:
         if self._stop_requested:
             return Outcome("stopped")
         door = door_listen(self.door_socket) if self._egress_socket is not None else None
+        report = list(os.pipe()) if door is not None else None  # the forwarder's word on the agent's exit
         try:
-            return await self._run_sandboxed(provider, secrets, number, extra_path, reveal, door)
+            return await self._run_sandboxed(provider, secrets, number, extra_path, reveal, door, report)
         finally:
-            self._door = None
+            for fd in report or ():
+                if fd >= 0:
+                    os.close(fd)
             if door is not None:
                 door.close()
+            if self._kept is None:
+                self._door = None
                 door_remove(self.door_socket)
 
-    async def _run_sandboxed(self, provider, secrets, number, extra_path, reveal, door) -> Outcome:
+    async def _run_sandboxed(self, provider, secrets, number, extra_path, reveal, door, report) -> Outcome:
         argv = self.sandbox.wrap(
             provider.argv,
             directory=self.directory,
@@ -426,6 +488,7 @@ class SessionRunner:
             reveal=(*provider.reveal, *reveal),
             egress_socket=self._egress_socket,
             door_fd=door.fileno() if door is not None else None,
+            status_fd=report[1] if report is not None else None,
         )
         try:
             process = await asyncio.create_subprocess_exec(
@@ -438,7 +501,7 @@ class SessionRunner:
                 start_new_session=True,
                 preexec_fn=limit_resources,
                 limit=LINE_LIMIT,
-                pass_fds=(door.fileno(),) if door is not None else (),
+                pass_fds=(door.fileno(), report[1]) if door is not None else (),
             )
         except (OSError, ValueError, subprocess.SubprocessError) as error:
             return Outcome("failed", error=f"The agent could not start: {error}")
@@ -447,6 +510,8 @@ class SessionRunner:
             # Only the sandbox holds it now: once the sandbox ends, a connection is refused
             # at once rather than left waiting in the backlog.
             door.close()
+            os.close(report[1])
+            report[1] = -1  # closed: its number may be another's from now on
             self._door = self.door_socket
         tasks: list[asyncio.Future] = []
         try:
@@ -468,10 +533,15 @@ class SessionRunner:
                 asyncio.ensure_future(_feed(process.stdin, provider.stdin)),
                 asyncio.ensure_future(provider.consume(process.stdout, lambda e: self._event(number, e))),
             ]
-            returncode = await exited(process)
-            # Whatever the agent left running would hold its output open and outlive the turn.
-            await end_tree(process.pid, grace=0)
-            await self._drain(process, tasks)
+            returncode, said = await agent_exited(process, report[0] if report else None)
+            if said and self.previews and not self._stop_requested:
+                # Its preview servers go on (the forwarder stays); they may hold its output open.
+                self._kept, self._kept_ports = process, sorted(self.previews)
+                await self._drain(process, tasks, timeout=KEPT_DRAIN_TIMEOUT, kept=True)
+            else:
+                # Whatever the agent left running would hold its output open and outlive the turn.
+                await end_tree(process.pid, grace=0)
+                await self._drain(process, tasks)
         except BaseException:
             await end_tree(process.pid, grace=0)
             for task in tasks:
@@ -481,14 +551,20 @@ class SessionRunner:
         outcome.usage = provider.usage()
         return outcome
 
-    async def _drain(self, process: asyncio.subprocess.Process, tasks: list[asyncio.Future]) -> None:
+    async def _drain(
+        self, process: asyncio.subprocess.Process, tasks: list[asyncio.Future], timeout=DRAIN_TIMEOUT, kept=False
+    ) -> None:
         """Read what the agent wrote before it ended; bounded, because a process that escaped
-        the tree (see end_tree) could keep the pipes open."""
-        tasks = [*tasks, asyncio.ensure_future(process.wait())]
-        done, pending = await asyncio.wait(tasks, timeout=DRAIN_TIMEOUT)
+        the tree (see end_tree), or a kept sandbox's servers, could keep the pipes open."""
+        tasks = [*tasks, *([] if kept else [asyncio.ensure_future(process.wait())])]
+        done, pending = await asyncio.wait(tasks, timeout=timeout)
         for task in pending:
             task.cancel()
-        if pending:
+        if pending and kept:
+            for fd in (0, 1, 2):  # the process goes on: only its pipes are let go
+                if (pipe := process._transport.get_pipe_transport(fd)) is not None:
+                    pipe.close()
+        elif pending:
             process._transport.close()  # no public way to let go of pipes another process holds
         for task in done:
             task.result()  # an emit that failed fails the turn

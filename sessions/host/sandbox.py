@@ -105,6 +105,7 @@ class Sandbox:
         reveal=(),
         egress_socket: Path | None = None,
         door_fd: int | None = None,
+        status_fd: int | None = None,
     ) -> list[str]:
         """The command line that runs `argv` inside the sandbox.
 
@@ -113,7 +114,8 @@ class Sandbox:
         is the sandbox's own (loopback only); with `egress_socket` (the host's egress proxy)
         the forwarder runs in front of `argv`, so HTTP(S)_PROXY leads there. `door_fd` (a
         listening Unix socket the caller passes to the process) makes the forwarder the door
-        of previews too (egress_forwarder.py).
+        of previews too (egress_forwarder.py); with `status_fd` (a pipe's writing end) the
+        forwarder reports the agent's exit status there and stays until signalled.
         """
         if self.kind != "bwrap":
             return list(argv)
@@ -123,9 +125,7 @@ class Sandbox:
         shown = [directory, temp_directory, secrets_directory, *home_binds, *reveal]
         closed = closed_ancestors(shown, owner=self.agent_owner or (os.getuid(), os.getgid()))
         # /tmp is the session's own temp directory, mounted where the host's /tmp was hidden.
-        args += _hide_and_reveal(
-            [*host_private(), *self.hide, *closed], reveal, tmp=Path(temp_directory).resolve()
-        )
+        args += _hide_and_reveal([*host_private(), *self.hide, *closed], reveal, tmp=Path(temp_directory).resolve())
         for path in (directory, temp_directory):  # the temp directory at its host name too
             args += [*_way_in(path), "--bind", str(Path(path).resolve()), os.path.abspath(path)]
         secrets = os.path.abspath(secrets_directory)
@@ -143,6 +143,7 @@ class Sandbox:
             args += ["--bind", str(egress_socket), SANDBOX_SOCKET]
             forwarder = [sys.executable, "-I", "-S", str(FORWARDER), "--socket", SANDBOX_SOCKET]
             door = ["--door", str(door_fd)] if door_fd is not None else []
+            door += ["--status", str(status_fd)] if status_fd is not None else []
             argv = [*forwarder, "--port", str(FORWARDER_PORT), *door, "--", *argv]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         args += ["--die-with-parent", "--new-session", "--chdir", os.path.abspath(directory), "--"]

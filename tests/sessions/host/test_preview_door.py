@@ -4,6 +4,7 @@ else: not the host's own loopback, not another session's sandbox."""
 
 import asyncio
 import os
+import shlex
 import socket
 import sys
 import time
@@ -12,6 +13,7 @@ import pytest
 
 from sessions.host.preview_streams import PreviewRefused
 from tests.sessions.host import Roots, a_turn, command, shell
+from tests.sessions.host.test_stop import marker, processes_with
 
 # The agent: an HTTP server on each port named (GET /big/N streams N bytes, POST answers the
 # body's length and hash); on the port after each, one that reads to EOF and then answers; on
@@ -63,7 +65,7 @@ def never_reads(port):
     while True:
         held.append(listener.accept()[0])
 
-for port in map(int, sys.argv[1:]):
+for port in (int(arg) for arg in sys.argv[1:] if arg.isdigit()):  # any other argument: a mark
     threading.Thread(target=never_reads, args=(port + 2,), daemon=True).start()
     threading.Thread(target=until_eof, args=(port + 1,), daemon=True).start()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Page)
@@ -209,5 +211,75 @@ def test_a_host_without_bwrap_serves_no_previews(tmp_path):
         finally:
             await runner.stop()
             await turn
+
+    asyncio.run(scenario())
+
+
+def backgrounded(port: int, mark: str) -> dict:
+    """An agent that starts its server in the background and ends its turn at once."""
+    server = shlex.join([sys.executable, "-c", SERVERS, str(port), mark])
+    return shell(f"{server} > /dev/null 2>&1 & echo started")
+
+
+def test_a_previewed_server_outlives_its_turn_until_the_previews_are_gone(tmp_path):
+    roots = Roots(tmp_path)
+    runner, _ = roots.runner(1, roots.bwrap())
+    mark = marker()
+
+    async def scenario():
+        started = time.monotonic()
+        finished = await runner.run_turn(a_turn(backgrounded(8000, mark), previews=[8000]))
+        assert (finished["status"], finished["reply"]) == ("done", "started")
+        assert time.monotonic() - started < 3  # the kept sandbox does not hold the turn
+        _, writer = await ready(runner, 8000)  # after the turn: the sandbox was kept
+        writer.close()
+        assert (await get(runner, 8000, "/after")).endswith(b"hello from 8000 at /after\n")
+        assert processes_with(mark)
+        await runner.previews_update([8000, 5173])  # still previewed: kept
+        assert (await get(runner, 8000)).endswith(b"hello from 8000 at /\n")
+        await runner.previews_update([])
+        assert (await refused(runner, 8000)).reason == "not_running"
+        assert processes_with(mark) == [] and not runner.door_socket.exists()
+
+    asyncio.run(scenario())
+
+
+def test_a_kept_sandbox_ends_on_stop_and_before_the_next_turn_which_is_told(tmp_path):
+    roots = Roots(tmp_path)
+    runner, _ = roots.runner(1, roots.bwrap())
+    first, second = marker(), marker()
+
+    async def scenario():
+        await runner.run_turn(a_turn(backgrounded(8000, first), previews=[8000]))
+        _, writer = await ready(runner, 8000)
+        writer.close()
+        assert await runner.stop() is False  # no turn was running; the kept sandbox ends all the same
+        assert (await refused(runner, 8000)).reason == "not_running"
+        assert processes_with(first) == []
+
+        await runner.run_turn(a_turn(backgrounded(8000, second), number=2, previews=[8000]))
+        _, writer = await ready(runner, 8000)
+        writer.close()
+        finished = await runner.run_turn(a_turn(command("cat"), number=3, prompt="and now?", previews=[8000]))
+        note = "[system] Your preview servers (port 8000) stopped with the previous turn's sandbox"
+        assert finished["reply"].startswith(note) and finished["reply"].endswith("\n\nand now?")
+        assert processes_with(second) == []
+        assert (await refused(runner, 8000)).reason == "not_listening"  # turn 3's, kept, serves nothing
+        await runner.stop()
+        assert (await refused(runner, 8000)).reason == "not_running"
+
+    asyncio.run(scenario())
+
+
+def test_without_previews_what_the_agent_left_running_ends_with_its_turn(tmp_path):
+    roots = Roots(tmp_path)
+    runner, _ = roots.runner(1, roots.bwrap())
+    mark = marker()
+
+    async def scenario():
+        finished = await runner.run_turn(a_turn(backgrounded(8000, mark), previews=[]))
+        assert finished["status"] == "done"
+        assert (await refused(runner, 8000)).reason == "not_running"
+        assert processes_with(mark) == []
 
     asyncio.run(scenario())

@@ -17,7 +17,8 @@ from sessions.host import preview_streams
 from sessions.host.daemon import HostDaemon
 from sessions.host.sandbox import Sandbox
 from tests.sessions.host import a_turn
-from tests.sessions.host.test_preview_door import serving
+from tests.sessions.host.test_preview_door import backgrounded, serving
+from tests.sessions.host.test_stop import marker, processes_with
 
 HTTP, UNTIL_EOF, NEVER_READS, OTHER = 8000, 8001, 8002, 8100  # in the sandboxes (OTHER: session 2's)
 
@@ -313,3 +314,23 @@ def test_a_host_without_a_sandbox_serves_no_previews(tmp_path):
         assert not probe["listening"] and "without a sandbox" in probe["why"]
 
     with_host(tmp_path, scenario, sandbox=Sandbox.none("a test host without bwrap"))
+
+
+def test_a_previewed_server_is_kept_past_its_turn_until_the_gateway_says_no_previews(tmp_path):
+    mark = marker()
+
+    async def scenario(gateway, daemon):
+        await gateway.send(a_turn(backgrounded(HTTP, mark), number=40, previews=[HTTP]))
+        finished = await gateway.until(lambda: [m for m in gateway.messages if m["type"] == "turn.finished"])
+        assert finished[0]["status"] == "done"
+        await ready(gateway, 1, HTTP)
+        assert (await gateway.open(40, HTTP))["type"] == "stream.opened"
+        await gateway.write(40, get("/kept"))
+        await gateway.until(lambda: gateway.ended(40))
+        assert bytes(gateway.data[40]).endswith(f"hello from {HTTP} at /kept\n".encode())
+        await gateway.send({"type": "session.previews", "session": 1, "ports": []})
+        await gateway.until(lambda: not processes_with(mark))
+        answer = await gateway.open(41, HTTP)
+        assert (answer["type"], answer["reason"]) == ("stream.refused", "not_running")
+
+    with_host(tmp_path, scenario, sessions=())
