@@ -211,3 +211,34 @@ def test_a_preview_reaches_only_its_own_sandbox(hosts, workspace, gateway):
     theirs = AgentCalls(host.session_directory(second.id))
     refused = theirs.call("preview", {"port": 8000, "name": "mine"})
     assert refused.is_error and "taken by another session" in text_of(refused)
+
+
+# Starts the server, then ends its turn once the test says so (a file `go` appears).
+AGENT_THEN_ENDS = (
+    "import os, subprocess, sys, time; subprocess.Popen([sys.executable, '-c', sys.argv[1]])\n"
+    "while not os.path.exists('go'): time.sleep(0.05)"
+)
+
+
+def test_the_server_outlives_the_turn_that_started_it(hosts, workspace, gateway):
+    """A person opens the URL after the agent's turn ended: the session's sandbox is kept while
+    it has previews, and ends when the last one is taken down."""
+    session = new_session(workspace)
+    commanded(session.agent, [sys.executable, "-c", AGENT_THEN_ENDS, SERVERS])
+    host = hosts("h1")
+    wait_connected(host)
+    say(session, "serve")
+    directory = host.session_directory(session.id)
+    wait_for((directory / "ready").exists, timeout=60)
+    calls = AgentCalls(directory)
+    assert published(calls, 8000, "after")["listening"] is True
+    (directory / "go").write_text("")
+    wait_for(lambda: Turn.objects.filter(session=session, status="done").exists(), timeout=30)
+
+    page = get(gateway, "after")
+    assert page.status_code == 200 and page.text == "<h1>made in the sandbox</h1>"
+
+    assert not calls.call("unpreview", {"name": "after"}).is_error
+    assert get(gateway, "after").status_code == 404
+    # With no preview left the kept sandbox ends: its server with it.
+    wait_for(lambda: not published(calls, 8000, "again")["listening"], timeout=20)
