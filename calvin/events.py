@@ -58,6 +58,13 @@ class SessionChanged(ThreadEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SessionStopped(ThreadEvent):
+    """A person (or a cap) stopped a session: its agent's processes end (its previews with them)."""
+
+    session_id: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class TurnChanged(ThreadEvent):
     """A turn was queued, claimed by a host, or finished (`status` is the turn's new status)."""
 

@@ -200,6 +200,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "calvin.chat.slack.outbox_tasks.sweep_slack_lanes",
         "schedule": CALVIN_SWEEP_SECONDS,
     },
+    # Marks previews past their expiry ended (they are not served already), each with an audit row.
+    "previews-sweep": {"task": "calvin.previews.tasks.sweep_previews", "schedule": CALVIN_SWEEP_SECONDS},
     # Deletes audit events older than CALVIN_AUDIT_KEEP_DAYS, in batches.
     "audit-forget": {"task": "calvin.audit.tasks.forget_old_audit_events", "schedule": 3600.0},
     # Forgets live events older than CALVIN_LIVE_KEEP_HOURS (a page that missed those reloads).

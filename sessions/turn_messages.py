@@ -10,6 +10,7 @@ import time
 
 from django.conf import settings
 
+from calvin.previews.models import Preview
 from calvin.workspaces.definitions import agents_md_text
 from sessions.instructions import session_instructions_text
 from sessions.models import Runner, Session, Turn
@@ -80,4 +81,6 @@ def turn_message(*, session: Session, turns: list[Turn], runner: Runner, token: 
             "workspace": session.workspace.slug,
         },
         "timeout": settings.CALVIN_TURN_TIMEOUT_SECONDS,
+        # The ports its live previews publish: the host keeps the sandbox serving them after the turn.
+        "previews": Preview.objects.live().filter(session_id=session.id).ports(),
     }

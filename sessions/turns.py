@@ -10,6 +10,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from calvin.events import SessionStopped, announce
 from sessions.changes import activity, host_changed, session_changed, turns_changed
 from sessions.models import Host, Runner, Session, Turn
 from sessions.secrets_port import agent_text_redacted
@@ -135,6 +136,7 @@ def session_stop(*, session_id: int, member=None, via: str = "web") -> str:
     """Stop: the running turn's whole process tree ends on its host, queued messages are
     dropped from the queue (they stay in the thread). Returns what to tell the person."""
     session = Session.objects.select_for_update().get(id=session_id)
+    announce(SessionStopped(workspace_id=session.workspace_id, thread_id=session.thread_id, session_id=session.id))
     who = f"stopped by {member}" if member else f"stopped from {via}"
     status_before = session.status
     now = timezone.now()

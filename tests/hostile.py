@@ -105,7 +105,7 @@ VALID_CALLS = {
         # The test defines repository "api" (a local upstream with docs/plan.md) and checks it out first.
         "checkout_repo": {"repos": ["api", "acme/API"]},
         "spawn_thread": {"task": "Write the client", "brief": "api/docs/plan.md#plan", "model": "fast"},
-        # Refused on this gateway whatever the arguments (tools/services/previews.py): ALWAYS_REFUSED.
+        # Refused for a session without a host (test_hostile_inputs.py's ALWAYS_REFUSED); tests/previews too.
         "preview": {"port": 8080, "name": "my-app"},
         "unpreview": {"name": "my-app"},
     },

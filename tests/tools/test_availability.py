@@ -10,7 +10,7 @@ from sessions.hosts import host_create
 from sessions.models import Session
 from tests.conftest import text_of
 from tests.support.refusals import refusal
-from tools.services.previews import NOT_SERVED_YET
+from tools.services.previews import NO_HOST
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -116,10 +116,11 @@ def test_self_hosted_offers_preview_but_refuses_the_call(agent, settings):
     assert result.is_error and "not available on a self-hosted gateway" in text_of(result)
 
 
-def test_hosted_preview_says_plainly_that_urls_are_not_served_yet(agent, settings):
+def test_hosted_serves_preview_from_a_host_and_says_why_not_without_one(agent, settings):
+    # Served: past the seed's rules to the session's host (tests/previews/test_tools.py goes on from there).
     settings.CALVIN_MODE = "hosted"
     result = agent.call("preview", {"port": 8080, "name": "my-app"})
-    assert result.is_error and refusal(result) == NOT_SERVED_YET.format(port=8080)
+    assert result.is_error and refusal(result) == NO_HOST
 
 
 @pytest.mark.parametrize(

@@ -43,9 +43,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e999", "-1e999")
 # Tools that wait for a person: their corpus calls run side by side.
 BLOCKING = {"ask_user_question", "approval_prompt", "post_thread"}
-# Tools this gateway refuses whatever the arguments (previews are not served yet): their valid
-# call is refused with that reason, and the corpus still must get clear answers.
-ALWAYS_REFUSED = {"preview", "unpreview"}
+# Tools refused here whatever the arguments, and why: this session has no host, so preview
+# publishes nothing and unpreview finds nothing to take down (tests/previews/test_hostile_previews.py
+# runs the corpus against both with a host answering). The corpus still must get clear answers.
+ALWAYS_REFUSED = {"preview": "served only from a host's sandbox", "unpreview": "there is no live preview named"}
 # Tools whose accepted calls post nothing into the session's thread (or only a notice).
 POST_NOTHING = {"read_thread", "checkout_repo", "spawn_thread"}
 # The argument that names a file of the session directory, in every tool that takes one: it
@@ -128,7 +129,7 @@ def test_every_argument_of_every_tool_against_the_corpus(hostile_agent, server):
     for tool, arguments in valid_calls.items():
         answer = client.raw_call(tool, json.dumps(arguments))
         if tool in ALWAYS_REFUSED:
-            assert answer["isError"] and "preview URLs" in answer["content"][0]["text"], answer
+            assert answer["isError"] and ALWAYS_REFUSED[tool] in answer["content"][0]["text"], answer
         elif tool not in BLOCKING:  # a question nobody answers times out, as it should
             assert not answer["isError"], f"the valid {tool} call failed: {answer}"
         cases = [(slot, value) for slot in _slots(tool, arguments) for value in CORPUS]
