@@ -2,7 +2,9 @@
 
 import json
 import secrets
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -104,3 +106,25 @@ def demo_agent_ensure(*, workspace: Workspace, owner: Member, claude_code: bool)
     agent.save(update_fields=["provider", "provider_script", "instructions"])
     session = Session.objects.filter(workspace=workspace, thread__title=DEMO_AGENT_THREAD_TITLE).first()
     return session or session_start(workspace=workspace, owner=owner, agent=agent, title=DEMO_AGENT_THREAD_TITLE)
+
+
+PREVIEW_THREAD_TITLE = "See a preview"
+PREVIEW_AGENT_NAME = "preview-demo"
+PREVIEW_AGENT = Path(__file__).resolve().parent / "demo_preview_agent.py"
+PREVIEW_INSTRUCTIONS = "Calvin's preview demo: serves a page from its sandbox and answers with its preview URL."
+
+
+@transaction.atomic
+def demo_preview_ensure(*, workspace: Workspace, owner: Member):
+    """The "See a preview" thread and its agent (sessions/demo_preview_agent.py, a `command`).
+
+    Its command names this Python and this checkout each time: `up` on a moved checkout or
+    another virtualenv still finds them (the local host runs on the same machine)."""
+    agent = Agent.objects.filter(workspace=workspace, name=PREVIEW_AGENT_NAME).first() or agent_create(
+        workspace=workspace, name=PREVIEW_AGENT_NAME, instructions=PREVIEW_INSTRUCTIONS
+    )
+    agent.provider = Agent.Provider.COMMAND
+    agent.provider_command = [sys.executable, str(PREVIEW_AGENT)]
+    agent.save(update_fields=["provider", "provider_command"])
+    session = Session.objects.filter(workspace=workspace, thread__title=PREVIEW_THREAD_TITLE).first()
+    return session or session_start(workspace=workspace, owner=owner, agent=agent, title=PREVIEW_THREAD_TITLE)

@@ -21,7 +21,7 @@ from calvin.chat.slack.installations import slack_setup_lines
 from calvin.http_server import add_proxy_arguments, trusted_proxies_from, uvicorn_config
 from calvin.private_files import gateway_umask_set, private_modes_ensure
 from secrets_vault.crypto import new_key
-from sessions.demo import demo_agent_ensure, demo_ensure
+from sessions.demo import demo_agent_ensure, demo_ensure, demo_preview_ensure
 from sessions.hosts import host_create, host_token_reset
 from sessions.management.commands.issue_token import mcp_json_for
 from sessions.models import Host
@@ -101,6 +101,7 @@ class Command(BaseCommand):
         demo = demo_ensure(can_show_password=self.stdout.isatty())
         claude_code = claude_code_logged_in()
         talk = demo_agent_ensure(workspace=demo.workspace, owner=demo.session.owner, claude_code=claude_code)
+        preview = demo_preview_ensure(workspace=demo.workspace, owner=demo.session.owner)
         runner, token = runner_start(session=demo.session)  # the demo token is issued: no host may end it
         base = settings.CALVIN_PUBLIC_URL.rstrip("/") or f"http://{host}:{port}"
         # Links agents are given (a spawned thread, a read_thread URL) point where this gateway listens.
@@ -108,7 +109,7 @@ class Command(BaseCommand):
         snippet = mcp_json_for(url=base, token=token, tool_sets=demo.session.agent.tool_sets)
         (settings.VAR_DIR / "demo.mcp.json").write_text(json.dumps(snippet, indent=2))
         (settings.VAR_DIR / "demo.mcp.json").chmod(0o600)
-        block = self._block(demo=demo, base=base, snippet=snippet, talk=talk, claude_code=claude_code)
+        block = self._block(demo=demo, base=base, snippet=snippet, talk=talk, preview=preview, claude_code=claude_code)
         host_token = local_host_token()
 
         self._quiet_chatter()
@@ -148,7 +149,7 @@ class Command(BaseCommand):
             stderr=open(settings.VAR_DIR / "host.log", "ab"),  # the child keeps it open
         )
 
-    def _block(self, *, demo, base: str, snippet: dict, talk, claude_code: bool) -> str:
+    def _block(self, *, demo, base: str, snippet: dict, talk, preview, claude_code: bool) -> str:
         admin = f"Admin:       {base}/admin/  user: {demo.admin_username}"
         set_password = f"{sys.executable} {settings.BASE_DIR / 'manage.py'} changepassword {demo.admin_username}"
         below = "\n" + " " * 13
@@ -169,6 +170,8 @@ class Command(BaseCommand):
                 f"Talk to an agent: {base}/threads/{talk.thread_id}/  (write a message; the demo agent is "
                 + ("Claude Code" if claude_code else "a script: log in to Claude Code here and restart for a real one")
                 + ")",
+                f"See a preview: {base}/threads/{preview.thread_id}/  (send any message; the agent answers with a"
+                " preview URL, a page it serves from its sandbox)",
                 f"Your own agent's thread: {base}/threads/{demo.session.thread_id}/",
                 f".mcp.json for running Claude Code yourself (also in {settings.VAR_DIR / 'demo.mcp.json'}):",
                 json.dumps(snippet, indent=2),
