@@ -17,6 +17,7 @@ urlpatterns = [
     path("accounts/", include("calvin.accounts.urls")),
     path("", include("calvin.chat.slack.urls")),
     path("", include("calvin.dashboard.urls")),
+    path("", include("calvin.previews.urls")),
 ]
 
 if settings.CALVIN_SERVE_STATIC:

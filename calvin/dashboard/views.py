@@ -26,6 +26,7 @@ from calvin.dashboard.selectors import (
     thread_messages_page,
 )
 from calvin.dashboard.workspace_views import LAST_WORKSPACE, workspace_enter
+from calvin.previews.views import thread_previews_context
 from sessions.models import Message
 from sessions.services import message_post_by_person
 from sessions.turns import session_stop
@@ -74,6 +75,7 @@ def thread_detail(request, thread_id: int):
     # Not `messages`: that name is Django's notices (base.html shows them above every page).
     page, has_earlier = thread_messages_page(thread, before=before, size=THREAD_PAGE_SIZE)
     context = {**thread_header_context(thread), "thread_messages": page, "has_earlier": has_earlier}
+    context |= thread_previews_context(session=context["session"], member=member_in(request.user, thread.workspace_id))
     context["live"] = before is None
     context["live_seq"] = live_seq
     return render(request, "chat/thread.html", {**context, "form": ReplyForm()})
