@@ -26,6 +26,7 @@ from approvals.models import PendingApproval
 from calvin.accounts.models import Invitation
 from calvin.audit.models import AuditEvent
 from calvin.chat.models import SlackEvent, SlackInstallation, SlackLane, SlackPost
+from calvin.previews.models import Preview
 from calvin.workspaces.models import (
     Agent,
     DailyUsage,
@@ -135,6 +136,10 @@ TENANT_FACTORIES = {
         agent=made[Agent], name=f"{tag}-destination", thread=made[Thread]
     ),
     Session: _session,
+    # A DNS label has no capitals: its thread's title (a column) carries the marker.
+    Preview: lambda ws, tag, made: Preview.objects.create(
+        workspace=ws, session=made[Session], name=f"{tag.lower()}-app", port=5173, created_by=f"{tag} agent"
+    ),
     Runner: _runner,
     RunnerCount: lambda ws, tag, made: RunnerCount.objects.create(runner=made[Runner], tool=f"{tag}-card", used=1),
     Message: lambda ws, tag, made: Message.objects.create(
