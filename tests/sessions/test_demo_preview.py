@@ -16,6 +16,7 @@ from tests.conftest import wait_for
 from tests.sessions.host_processes import agent_texts, wait_connected
 from tests.sessions.test_host_sandbox import without_bwrap
 from tests.sessions.test_hosts import say
+from tests.sessions.test_up import Terminal, start_up, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,9 +83,43 @@ def test_without_a_sandbox_the_reply_says_why_nothing_was_published(hosts, works
     wait_for(lambda: not listening_on_host(), timeout=10)
 
 
+def replied_on(thread_page: str) -> bool:
+    return bool(URL.search(thread_page)) or "I could not publish" in thread_page
+
+
 def listening_on_host() -> bool:
     try:
         with socket.create_connection(("127.0.0.1", PORT), timeout=1):
             return True
     except OSError:
         return False
+
+
+def test_up_prints_the_thread_and_a_newcomer_sees_a_preview_working(tmp_path):
+    """`manage.py up`, followed as its printout says: the thread's link, a message, and the page
+    at the URL the agent answers with (served by up's own local host, through up's gateway)."""
+    output = Terminal()
+    process, base = start_up(tmp_path, {}, output)  # hosted, as by default (one-machine offers no preview)
+    try:
+        screen = output.text()
+        line = re.search(r"See a preview: (\S+)  \((.+)\)", screen)
+        assert line and line.group(1).startswith(f"{base}/threads/"), screen
+        assert "send any message; the agent answers with a preview URL" in line.group(2)
+        password = re.search(r"user: admin  password: (\S+)", screen).group(1)
+        thread = line.group(1).removeprefix(base)
+        with httpx2.Client(base_url=base, follow_redirects=True) as http:
+            login = http.get("/accounts/login/")
+            csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text).group(1)
+            form = {"username": "admin", "password": password, "csrfmiddlewaretoken": csrf}
+            assert "See a preview" in http.post("/accounts/login/", data=form).text
+            page = http.get(thread).text
+            csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+            http.post(f"{thread}reply/", data={"text": "Made by <b>me</b>", "csrfmiddlewaretoken": csrf})
+            answered = wait_for(lambda: replied_on(text := http.get(thread).text) and text, timeout=60)
+            assert URL.search(answered), re.findall(r"I could not publish[^<]*", answered)
+            url = URL.search(answered).group(0)
+        assert url.split("/")[2].endswith(f".preview.localhost:{base.rsplit(':', 1)[1]}")  # up's own port
+        page = wait_for(lambda: (shown := fetch(base, url)).status_code == 200 and shown, timeout=20)
+        assert "Made by &lt;b&gt;me&lt;/b&gt;" in page.text and "<title>Made in Calvin's sandbox</title>" in page.text
+    finally:
+        stop(process)
