@@ -4,6 +4,7 @@ preview host over real HTTP after its turn ended."""
 
 import re
 import socket
+from types import SimpleNamespace
 
 import httpx2
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from calvin.workspaces.models import Member
 from sessions.demo import demo_preview_ensure
 from sessions.demo_preview_agent import PORT
+from sessions.management.commands.up import Command
 from sessions.models import Turn
 from tests.conftest import wait_for
 from tests.sessions.host_processes import agent_texts, wait_connected
@@ -123,3 +125,22 @@ def test_up_prints_the_thread_and_a_newcomer_sees_a_preview_working(tmp_path):
         assert "Made by &lt;b&gt;me&lt;/b&gt;" in page.text and "<title>Made in Calvin's sandbox</title>" in page.text
     finally:
         stop(process)
+
+
+@pytest.mark.parametrize("mode", ["one-machine", "self-hosted", "hosted"])
+def test_the_printout_says_when_the_mode_serves_no_preview(mode, settings, workspace):
+    settings.CALVIN_MODE = mode
+    owner = Member.objects.filter(workspace=workspace).first()
+    demo = SimpleNamespace(
+        admin_username="admin", admin_password="pw", admin_has_password=True, session=SimpleNamespace(thread_id=1)
+    )
+    block = Command()._block(
+        demo=demo,
+        base="http://b",
+        snippet={},
+        talk=SimpleNamespace(thread_id=2),
+        preview=demo_preview_ensure(workspace=workspace, owner=owner),
+        claude_code=False,
+    )
+    line = next(line for line in block.splitlines() if line.startswith("See a preview: "))
+    assert ("serves none: start with CALVIN_MODE=hosted" in line) is (mode != "hosted"), line

@@ -26,6 +26,7 @@ from sessions.hosts import host_create, host_token_reset
 from sessions.management.commands.issue_token import mcp_json_for
 from sessions.models import Host
 from sessions.services import runner_start
+from tools.availability import HOSTED
 
 LOCAL_HOST = "local"
 
@@ -171,7 +172,7 @@ class Command(BaseCommand):
                 + ("Claude Code" if claude_code else "a script: log in to Claude Code here and restart for a real one")
                 + ")",
                 f"See a preview: {base}/threads/{preview.thread_id}/  (send any message; the agent answers with a"
-                " preview URL, a page it serves from its sandbox)",
+                f" preview URL, a page it serves from its sandbox{self._preview_note()})",
                 f"Your own agent's thread: {base}/threads/{demo.session.thread_id}/",
                 f".mcp.json for running Claude Code yourself (also in {settings.VAR_DIR / 'demo.mcp.json'}):",
                 json.dumps(snippet, indent=2),
@@ -180,6 +181,12 @@ class Command(BaseCommand):
                 "",
             ]
         )
+
+    def _preview_note(self) -> str:
+        if settings.CALVIN_MODE == HOSTED:  # the only mode that serves previews (tools/availability.py)
+            return ""
+        # The agent's answer would say so too; the printout says it first, and how to get one.
+        return f"; mode {settings.CALVIN_MODE} serves none: start with CALVIN_MODE=hosted for one"
 
     def _announce(self, server: uvicorn.Server, block: str) -> None:
         while not server.started:
