@@ -175,3 +175,14 @@ def test_previews_are_per_workspace_and_per_session(agent, host, make_agent, oth
     preview_of(stranger.session, "globex-app")
     assert "another session's" in refusal(agent.call("unpreview", {"name": "globex-app"}))
     assert "taken by another session" in refusal(agent.call("preview", {"port": 1, "name": "globex-app"}))
+
+
+def test_the_tools_say_what_they_do_and_take_the_seeds_parameters(agent):
+    tools = {tool.name: tool for tool in agent.list_tools()}
+    preview, unpreview = tools["preview"], tools["unpreview"]
+    assert "adds a second name" in preview.description and "URLs already given out keep working" in preview.description
+    port = preview.input_schema["properties"]["port"]
+    assert (port["type"], port["minimum"], port["maximum"]) == ("integer", 1, 65535)
+    assert preview.input_schema["required"] == ["port"]
+    assert unpreview.input_schema["required"] == ["name"]
+    assert "one name" in unpreview.description
