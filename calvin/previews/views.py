@@ -6,8 +6,8 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseBadRequest, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, redirect
+from django.http import Http404, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from calvin.operators import OperatorRefused
@@ -30,7 +30,8 @@ def next_path_ok(path: str) -> bool:
 @login_required
 def preview_access(request, name: str):
     """A members-only preview's login: a member of its workspace goes back to it with a
-    one-time token, which the preview host turns into its own cookie."""
+    one-time token (through a page that refreshes to it), which the preview host turns into
+    its own cookie."""
     route = preview_route(name=name) if LABEL_RE.fullmatch(name) else None
     if route is None:
         raise Http404("There is no live preview of that name.")
@@ -40,7 +41,9 @@ def preview_access(request, name: str):
     if not next_path_ok(next_path):
         return HttpResponseBadRequest("next must be a path on the preview, starting with a single /.")
     token = access_token_make(preview_id=route.id, user_id=request.user.pk)
-    response = HttpResponseRedirect(f"{preview_url(name)}{HAND_OFF}?{urlencode({'token': token, 'next': next_path})}")
+    url = f"{preview_url(name)}{HAND_OFF}?{urlencode({'token': token, 'next': next_path})}"
+    # A page that refreshes to the preview, not a redirect (the template says why).
+    response = render(request, "previews/access_hand_off.html", {"url": url, "name": name})
     response["Cache-Control"] = "no-store"
     return response
 
