@@ -131,4 +131,3 @@ class PreviewAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
         obj.refresh_from_db()
         if not changed:
             self.message_user(request, f"Preview {obj.name}: nothing changed.", messages.INFO)
-
