@@ -39,6 +39,9 @@ import http.server, sys
 
 class Page(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in separate writes: with Nagle on, a kept-alive client waits out
+    # its peer's delayed ACK (40 ms) on every request.
+    disable_nagle_algorithm = True
     def do_GET(self):
         if self.path.startswith("/big/"):
             left = int(self.path[5:])

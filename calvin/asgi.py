@@ -1,4 +1,5 @@
-"""One ASGI app: Django (views, admin), the MCP servers at /mcp and /mcp/nanoclaw, websockets at /ws/."""
+"""One ASGI app: Django (views, admin), the MCP servers at /mcp and /mcp/nanoclaw, websockets at /ws/,
+and preview hosts (calvin/previews/proxy.py) before any of them."""
 
 import os
 
@@ -12,6 +13,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from calvin.dashboard.origin import SameOriginValidator  # noqa: E402
+from calvin.previews.addresses import is_preview_host  # noqa: E402
+from calvin.previews.proxy import header, preview_http  # noqa: E402
+from calvin.previews.proxy_ws import preview_websocket  # noqa: E402
 from calvin.routing import websocket_urlpatterns  # noqa: E402
 from sessions.consumers import HostConsumer  # noqa: E402
 from tools.server import build_http_app  # noqa: E402
@@ -20,6 +24,9 @@ mcp_app, mcp_lifespan = build_http_app()
 
 
 async def http_app(scope, receive, send):
+    # A preview host is another origin, the agent's: nothing there reaches Calvin's own views.
+    if is_preview_host(header(scope, b"host")):
+        return await preview_http(scope, receive, send)
     path = scope["path"]
     if path == "/mcp" or path.startswith("/mcp/"):
         return await mcp_app(scope, receive, send)
@@ -31,6 +38,8 @@ host_websocket = HostConsumer.as_asgi()
 
 
 async def websocket_app(scope, receive, send):
+    if is_preview_host(header(scope, b"host")):
+        return await preview_websocket(scope, receive, send)
     # Host daemons authenticate with a bearer token, not a browser's cookie: no Origin to
     # check (a page cannot set the header), and no login session.
     if scope["path"] == "/ws/host/":

@@ -207,14 +207,18 @@ class HostDaemon:
         elif isinstance(kind, str) and kind.startswith("stream.") and self.previews is not None:
             self.previews.handle(message)
         elif kind == "session.previews":
-            session = message.get("session")
-            runner = self.runners.get(session) if isinstance(session, int) else None
-            if runner is not None and isinstance(message.get("ports"), list):
-                self._spawn(runner.previews_update(message["ports"]))
+            self._spawn(self._previews_told(message))
         elif kind == "session.agents_md":
             self._agents_md(message)
         elif kind in ("closing", "error"):
             log.warning("gateway: %s", message.get("reason") or message.get("error"))
+
+    async def _previews_told(self, message: dict) -> None:
+        """The ports of a session's live previews: its sandbox is kept after a turn while any."""
+        session, ports = message.get("session"), message.get("ports")
+        runner = self.runners.get(session) if isinstance(session, int) else None
+        if runner is not None and isinstance(ports, list):
+            await runner.previews_update(ports)
 
     def _agents_md(self, message: dict) -> None:
         """A workspace's definition changed: rewrite AGENTS.md in those of its sessions whose
@@ -352,6 +356,10 @@ class HostDaemon:
                     send=self._send,
                 )
             elif op == "preview.probe":
+                # A probe made for a preview just published carries the session's ports: taken in
+                # before the answer, so the agent's turn cannot end (and its sandbox with it)
+                # before this host knows the session has a preview to keep.
+                await self._previews_told(message)
                 await preview_probe_answer(request=message, connect=self.preview_connect, send=self._send)
             elif op == "git.brief":
                 from sessions.host.git import git_brief_answer
