@@ -1,0 +1,56 @@
+"""The proxy's one-statement lookup agrees with the model's own idea of a live preview."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from calvin.previews.admission import preview_admit, route_with_host
+from calvin.previews.models import Preview
+from calvin.previews.selectors import preview_route
+from sessions.hosts import host_create
+from sessions.models import Host, Session
+from tests.previews.support import preview_of
+from tests.sessions.test_hosts import new_session
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_lookup_finds_exactly_the_live_previews(workspace):
+    session = new_session(workspace)
+    now = timezone.now()
+    removed = preview_of(session, "removed")
+    Preview.objects.filter(id=removed.id).update(removed_at=now)
+    preview_of(session, "expired", expires_at=now - timedelta(seconds=1))
+    preview_of(session, "later", expires_at=now + timedelta(hours=1))
+    preview_of(session, "always")
+    for name in ("removed", "expired", "later", "always", "never-made"):
+        live = Preview.objects.live().filter(name=name).exists()
+        found = route_with_host(name)
+        assert (found is not None) == live, name
+        if found:
+            assert found[0] == preview_route(name=name)
+
+
+def test_the_lookup_names_the_sessions_host_and_its_connection(workspace):
+    session = new_session(workspace)
+    preview_of(session, "seated")
+    assert preview_admit(name="seated").verdict == "offline"  # no host at all
+    host, _ = host_create(name="h9", workspace=workspace)
+    Session.objects.filter(id=session.id).update(host=host)
+    admitted = preview_admit(name="seated")
+    assert (admitted.verdict, admitted.host_name) == ("offline", "h9")
+    Host.objects.filter(id=host.id).update(channel_name="specific.abc!def")
+    admitted = preview_admit(name="seated")
+    assert (admitted.verdict, admitted.channel) == ("open", "specific.abc!def")
+
+
+def test_each_request_counts_toward_its_previews_minute(workspace, settings):
+    settings.CALVIN_PREVIEW_REQUESTS_PER_MINUTE = 2
+    if time.time() % 60 > 55:  # counted per clock minute: start early in one
+        time.sleep(61 - time.time() % 60)
+    session = new_session(workspace)
+    preview_of(session, "counted")
+    verdicts = [preview_admit(name="counted").verdict for _ in range(3)]
+    assert verdicts == ["offline", "offline", "limited"]
