@@ -18,7 +18,7 @@ from channels.layers import get_channel_layer
 
 from sessions.stream_relay import LOCAL_REQUESTERS, MAX_CHUNK, local_relay
 
-WINDOW = 256 * 1024
+WINDOW = 1024 * 1024
 
 
 class StreamRefused(Exception):
