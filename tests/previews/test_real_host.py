@@ -10,7 +10,8 @@ from calvin.previews.models import Preview
 from sessions.models import Runner, Session, Turn
 from sessions.tokens import token_digest, token_new
 from sessions.turns import session_stop
-from tests.conftest import Agent, text_of, wait_for
+from tests.conftest import Agent as AgentClient
+from tests.conftest import text_of, wait_for
 from tests.sessions.host_processes import commanded, wait_connected
 from tests.sessions.test_hosts import new_session, say
 
@@ -28,13 +29,13 @@ time.sleep(60)
 """
 
 
-def runner_of(session: Session, gateway: str) -> Agent:
+def runner_of(session: Session, gateway: str) -> AgentClient:
     """Another token of the running session's, as its agent would call with (the daemon keeps its own)."""
     token = token_new()
     runner = Runner.objects.create(
         session=session, host=session.host, generation=99, token_digest=token_digest(token), token_hint=token[:10]
     )
-    return Agent(session=session, runner=runner, token=token, url=f"{gateway}/mcp")
+    return AgentClient(session=session, runner=runner, token=token, url=f"{gateway}/mcp")
 
 
 def test_the_real_hosts_probe_through_the_sandbox(hosts, gateway, workspace, celery_worker, settings):
