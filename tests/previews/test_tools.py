@@ -39,6 +39,7 @@ def test_preview_publishes_the_port_and_says_whether_it_listens(agent, host):
     assert got == {"url": "http://my-app.preview.localhost:8000/", "name": "my-app", "listening": True}
     assert host.requests[-1]["op"] == "preview.probe"
     assert (host.requests[-1]["session"], host.requests[-1]["port"]) == (agent.session.id, 5173)
+    assert host.requests[-1]["ports"] == [5173]  # the host keeps the sandbox for it from the probe on
     preview = Preview.objects.get(name="my-app")
     assert (preview.session_id, preview.port, preview.access, preview.is_live()) == (
         agent.session.id,
@@ -66,6 +67,9 @@ def test_name_omitted_is_the_ports_own_else_64_random_bits(agent, host):
 def test_a_new_name_for_the_same_port_adds_one_and_unpreview_takes_one_down(agent, host):
     result_of(agent.call("preview", {"port": 3000, "name": "first"}))
     result_of(agent.call("preview", {"port": 3000, "name": "second"}))
+    result_of(agent.call("preview", {"port": 2000, "name": "third"}))
+    assert host.requests[-1]["ports"] == [2000, 3000]
+    result_of(agent.call("unpreview", {"name": "third"}))
     assert sorted(Preview.objects.live().values_list("name", flat=True)) == ["first", "second"]
     # Omitted, the port's newest name.
     assert result_of(agent.call("preview", {"port": 3000}))["name"] == "second"

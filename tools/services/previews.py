@@ -147,8 +147,9 @@ def _name_for(*, caller: Caller, port: int, name: str | None) -> tuple[str, Prev
     return name, existing
 
 
-def preview_plan(*, caller: Caller, port: int, name: str | None) -> None:
-    """Everything refused before the host is asked."""
+def preview_plan(*, caller: Caller, port: int, name: str | None) -> list[int]:
+    """Everything refused before the host is asked; returns the ports the session's previews
+    will publish (the probe carries them: the host keeps the sandbox for them from then on)."""
     if name is not None and label_problem(name):
         raise ToolRefused(LABEL_RULE)
     if settings.CALVIN_MODE == SELF_HOSTED:
@@ -163,9 +164,10 @@ def preview_plan(*, caller: Caller, port: int, name: str | None) -> None:
     if host.sandbox == "none":
         raise ToolRefused(NO_SANDBOX)
     _name_for(caller=caller, port=port, name=name)
+    return sorted({*Preview.objects.live().filter(session_id=caller.session_id).ports(), port})
 
 
-async def preview_probe(*, caller: Caller, port: int) -> bool:
+async def preview_probe(*, caller: Caller, port: int, ports: list[int]) -> bool:
     """Whether something listens on the port in the session's sandbox, as its host says now."""
     from sessions.host_link import HostRefused, HostUnavailable, host_ask
 
@@ -173,7 +175,7 @@ async def preview_probe(*, caller: Caller, port: int) -> bool:
         answer = await host_ask(
             host_id=caller.host_id,
             op=PROBE,
-            arguments={"session": caller.session_id, "port": port},
+            arguments={"session": caller.session_id, "port": port, "ports": ports},
             timeout=settings.CALVIN_PREVIEW_OPEN_SECONDS,
         )
     except HostUnavailable as exc:
@@ -246,8 +248,8 @@ def preview_record(*, caller: Caller, port: int, name: str | None, listening: bo
 
 
 async def preview_open(*, caller: Caller, port: int, name: str | None) -> dict:
-    await off_loop(preview_plan)(caller=caller, port=port, name=name)
-    listening = await preview_probe(caller=caller, port=port)
+    ports = await off_loop(preview_plan)(caller=caller, port=port, name=name)
+    listening = await preview_probe(caller=caller, port=port, ports=ports)
     return await off_loop(preview_record)(caller=caller, port=port, name=name, listening=listening)
 
 
