@@ -104,6 +104,9 @@ class HostDaemon:
                     additional_headers={"Authorization": f"Bearer {self.token}"},
                     max_size=MAX_MESSAGE,
                     open_timeout=10,
+                    # No permessage-deflate: zlib over every 64 KiB preview frame cost the daemon
+                    # more CPU than everything else it does for a preview request.
+                    compression=None,
                 ) as ws:
                     backoff = 0.5
                     await self._serve(ws)

@@ -54,3 +54,21 @@ def test_each_request_counts_toward_its_previews_minute(workspace, settings):
     preview_of(session, "counted")
     verdicts = [preview_admit(name="counted").verdict for _ in range(3)]
     assert verdicts == ["offline", "offline", "limited"]
+
+
+def test_on_postgresql_and_redis_the_lookups_run_on_the_event_loop_and_agree(workspace):
+    import asyncio
+
+    from calvin.previews.admission import AsyncLookups, preview_admit_async
+
+    assert AsyncLookups.usable()  # Django's cache is a proxy: the check must look at the backend itself
+    session = new_session(workspace)
+    preview_of(session, "async-one")
+    preview_of(session, "async-two", expires_at=timezone.now() - timedelta(seconds=1))
+
+    async def both():
+        return [await preview_admit_async(name=name) for name in ("async-one", "async-two", "nobody")]
+
+    found = asyncio.run(both())  # this test's own event loop, with lookups of its own
+    assert [a.verdict for a in found] == [preview_admit(name="async-one").verdict, "missing", "missing"]
+    assert found[0].route == preview_route(name="async-one")
