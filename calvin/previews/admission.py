@@ -80,7 +80,7 @@ def requests_counted(key: str) -> int:
 
 
 def rate_key(route: PreviewRoute, now: float) -> str:
-    return f"preview-rate:{route.id}:{int(now // RATE_WINDOW)}"
+    return f"preview-rate:{route.id}:{route.name}:{int(now // RATE_WINDOW)}"
 
 
 def verdict(found, *, counted: int, now: float, may_open: bool) -> Admission:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import socket
 import time
+import uuid
 
 import httpx2 as httpx
 import pytest
@@ -169,11 +170,12 @@ def test_the_request_rate_per_preview_is_limited(gateway, seated, upstream, sett
     if time.time() % 60 > 50:  # counted per clock minute: start early in one
         time.sleep(61 - time.time() % 60)
     session, _, _ = seated
-    preview_of(session, "rate", port=upstream.port)
-    other = preview_of(session, "other", port=upstream.port)
-    statuses = [fetch(gateway, "rate").status_code for _ in range(4)]
-    assert statuses[:3] == [200, 200, 200]
-    limited = fetch(gateway, "rate")
+    name = f"rate-{uuid.uuid4().hex[:8]}"  # counts outlive a test's rows in Redis: a name of its own
+    preview_of(session, name, port=upstream.port)
+    other = preview_of(session, f"other-{uuid.uuid4().hex[:8]}", port=upstream.port)
+    statuses = [fetch(gateway, name).status_code for _ in range(3)]
+    assert statuses == [200, 200, 200]
+    limited = fetch(gateway, name)
     assert limited.status_code == 429 and 1 <= int(limited.headers["retry-after"]) <= 60
     assert fetch(gateway, other.name).status_code == 200  # each preview has its own count
 
