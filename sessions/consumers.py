@@ -57,6 +57,17 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(HOSTS_GROUP, self.channel_name)
             await database_sync_to_async(hosts.host_disconnected)(host_id=self.host_id, channel_name=self.channel_name)
 
+    def without_database(self, message) -> bool:
+        """Preview streams' messages only pass bytes on: from the gateway's side (preview.*), and
+        from the host (binary frames, and JSON whose type, its first key, is stream.*)."""
+        kind = message["type"]
+        if kind.startswith("preview."):
+            return True
+        if kind != "websocket.receive":
+            return False
+        text = message.get("text")
+        return message.get("bytes") is not None if text is None else text.startswith('{"type": "stream.')
+
     async def _send_frame(self, frame: bytes) -> None:
         await self.send(bytes_data=frame)
 
