@@ -14,7 +14,7 @@ from django.conf import settings
 
 from calvin.previews.access import ACCESS_COOKIE, access_exchange, access_login_url
 from calvin.previews.addresses import preview_name_of
-from calvin.previews.admission import Admission, preview_admit
+from calvin.previews.admission import Admission, preview_admit_async
 from calvin.previews.pages import page_send, redirect_send
 from sessions.host_streams import HostStream, StreamLost, StreamRefused
 
@@ -125,9 +125,7 @@ async def admit(scope) -> Admission:
         return Admission("bad_host")
     if head_size(scope) > settings.CALVIN_PREVIEW_MAX_REQUEST_HEAD_BYTES:
         return Admission("head_too_large")
-    return await sync_to_async(preview_admit, thread_sensitive=False)(
-        name=name, access_cookie=cookie_value(scope, ACCESS_COOKIE)
-    )
+    return await preview_admit_async(name=name, access_cookie=cookie_value(scope, ACCESS_COOKIE))
 
 
 async def refusal_send(send, scope, admission: Admission) -> None:
