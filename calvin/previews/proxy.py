@@ -25,9 +25,10 @@ HOP_BY_HOP = frozenset(
 )
 # What the gateway sets itself, whatever a client sent.
 OURS = frozenset({b"host", b"x-forwarded-for", b"x-forwarded-host", b"x-forwarded-proto", b"forwarded"})
+AGAIN = " Ask the agent in the session's thread to start it again."
 REFUSED_TEXT = {
-    "not_listening": "Nothing listens on port {port} in the session's sandbox: the preview's server is not running.",
-    "not_running": "The session's sandbox is not running, so neither is the preview's server.",
+    "not_listening": "Nothing listens on port {port} in the session's sandbox." + AGAIN,
+    "not_running": "The session's sandbox is not running now, so neither is the preview's server." + AGAIN,
     "no_sandbox": "The session's host runs agents without a sandbox, and serves no previews.",
     "unknown_session": "The session's host does not have this session.",
     "busy": "The session's host has too many preview connections open; try again shortly.",

@@ -1,6 +1,8 @@
 """Previews in Chromium, as a person opens them: on an origin of their own, which the
 dashboard's cookies never reach, and, when members-only, behind Calvin's own login."""
 
+import socket
+
 import pytest
 
 from calvin.previews.models import Preview
@@ -51,3 +53,18 @@ def test_a_members_only_preview_opens_after_calvins_login(gateway, seated, upstr
     assert access[0]["httpOnly"]
     seen = upstream.seen[-1]["headers"]
     assert "calvin_preview_access" not in seen.get("cookie", "")
+
+
+def test_a_preview_whose_server_stopped_says_so(gateway, seated, page, settings):
+    session, _, _ = seated
+    settings.CALVIN_PUBLIC_URL = local(gateway)
+    idle = socket.socket()
+    idle.bind(("127.0.0.1", 0))
+    port = idle.getsockname()[1]
+    idle.close()  # nothing listens there now
+    preview_of(session, "stopped", port=port)
+    response = page.goto(f"http://stopped.preview.localhost:{gateway.rsplit(':', 1)[1]}/")
+    assert response.status == 502
+    assert page.locator("h1").inner_text() == "The preview's server is not running"
+    assert f"Nothing listens on port {port}" in page.locator("body").inner_text()
+    page.screenshot(path=f"{SHOTS}/preview-not-running.png")
