@@ -149,6 +149,7 @@ class _Stream:
         self.credited = asyncio.Event()
         self.incoming: deque[bytes] = deque()  # from the gateway, not yet written to the server
         self.unwritten = 0  # received and not yet credited back
+        self.allowed = RECEIVE_WINDOW  # what the gateway may have sent so far: the window and every credit
         self.arrived = asyncio.Event()
         self.ended_in = False  # the gateway sent stream.end
         self.writer: asyncio.StreamWriter | None = None
@@ -200,7 +201,8 @@ class PreviewStreams:
             return
         if stream.writer is None or stream.ended_in:
             return self._reset(stream, "data before stream.opened or after stream.end")
-        if len(payload) > MAX_PAYLOAD or stream.unwritten + len(payload) > RECEIVE_WINDOW:
+        stream.allowed -= len(payload)
+        if len(payload) > MAX_PAYLOAD or stream.allowed < 0:
             return self._reset(stream, "more bytes than the window")
         stream.incoming.append(payload)
         stream.unwritten += len(payload)
@@ -309,6 +311,7 @@ class PreviewStreams:
                 written = sum(len(chunk) for chunk in chunks)
                 stream.unwritten -= written
                 if not stream.ended_in:
+                    stream.allowed += written
                     await self.send({"type": "stream.credit", "stream": stream.number, "bytes": written})
             elif stream.ended_in:
                 writer.write_eof()  # half-close: the server may go on answering

@@ -4,7 +4,7 @@ import asyncio
 import threading
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.utils import timezone
 
 from calvin.previews.models import Preview
@@ -19,7 +19,9 @@ class LayerHost:
     make a daemon say (a probe's exact answer, a host without a sandbox)."""
 
     def __init__(self, *, name: str, workspace=None, sandbox: str = "bwrap"):
-        self.layer = get_channel_layer()
+        # A layer of its own, used only on this stand-in's thread: the process's layer belongs to
+        # the gateway's event loop, and two loops on one channels_redis layer lose messages.
+        self.layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
         self.channel = async_to_sync(self.layer.new_channel)("previewhost.")
         self.host, _ = host_create(name=name, workspace=workspace)
         now = timezone.now()
@@ -36,7 +38,7 @@ class LayerHost:
         Session.objects.filter(id=session.id).update(host=self.host)
 
     async def _serve(self) -> None:
-        layer = get_channel_layer()  # this thread's own loop
+        layer = self.layer
         while True:
             # Never cancelled mid-receive (channels_redis may lose the message it was taking).
             event = await layer.receive(self.channel)

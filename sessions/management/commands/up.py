@@ -150,7 +150,7 @@ class Command(BaseCommand):
             stderr=open(settings.VAR_DIR / "host.log", "ab"),  # the child keeps it open
         )
 
-    def _block(self, *, demo, base: str, snippet: dict, talk, preview, claude_code: bool) -> str:
+    def _block(self, *, demo, base: str, snippet: dict, talk, preview=None, claude_code: bool) -> str:
         admin = f"Admin:       {base}/admin/  user: {demo.admin_username}"
         set_password = f"{sys.executable} {settings.BASE_DIR / 'manage.py'} changepassword {demo.admin_username}"
         below = "\n" + " " * 13
@@ -171,8 +171,14 @@ class Command(BaseCommand):
                 f"Talk to an agent: {base}/threads/{talk.thread_id}/  (write a message; the demo agent is "
                 + ("Claude Code" if claude_code else "a script: log in to Claude Code here and restart for a real one")
                 + ")",
-                f"See a preview: {base}/threads/{preview.thread_id}/  (send any message; the agent answers with a"
-                f" preview URL, a page it serves from its sandbox{self._preview_note()})",
+                *(
+                    [
+                        f"See a preview: {base}/threads/{preview.thread_id}/  (send any message; the agent answers"
+                        f" with a preview URL, a page it serves from its sandbox{self._preview_note()})"
+                    ]
+                    if preview is not None
+                    else []
+                ),
                 f"Your own agent's thread: {base}/threads/{demo.session.thread_id}/",
                 f".mcp.json for running Claude Code yourself (also in {settings.VAR_DIR / 'demo.mcp.json'}):",
                 json.dumps(snippet, indent=2),
