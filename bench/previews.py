@@ -72,6 +72,8 @@ class Target:
     def __init__(self, name: str, base: str, host: str | None = None):
         self.name, self.base = name, base
         self.headers = {"host": host} if host else {}
+        self.processes: dict[str, int] = {}  # whose CPU time is counted, by role
+        self.cpu_per_request: dict[str, float] = {}
 
 
 async def sequential(target: Target, n: int) -> list[float]:
@@ -89,10 +91,36 @@ async def sequential(target: Target, n: int) -> list[float]:
     return times
 
 
+def cpu_seconds(roots: dict[str, int]) -> dict[str, float]:
+    """CPU time used so far by each root process and its descendants (from /proc), and by
+    this client process."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents, used = {}, {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(fields[1])
+            used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    totals = dict.fromkeys(roots, 0.0)
+    by_pid = {pid: name for name, pid in roots.items()}
+    for pid, seconds in used.items():
+        ancestor = pid
+        while ancestor not in by_pid and ancestor > 1:
+            ancestor = parents.get(ancestor, 1)
+        if ancestor in by_pid:
+            totals[by_pid[ancestor]] += seconds
+    totals["client (this process)"] = time.process_time()
+    return totals
+
+
 async def concurrent(target: Target, seconds: float) -> float:
     import httpx2
 
     done, deadline = 0, time.perf_counter() + seconds
+    target.cpu_before = cpu_seconds(target.processes)
 
     async def client():
         nonlocal done
@@ -104,7 +132,10 @@ async def concurrent(target: Target, seconds: float) -> float:
 
     started = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(CLIENTS)))
-    return done / (time.perf_counter() - started)
+    rate = done / (time.perf_counter() - started)
+    after = cpu_seconds(target.processes)
+    target.cpu_per_request = {name: (after[name] - target.cpu_before[name]) * 1000 / done for name in after}
+    return rate
 
 
 async def download(target: Target) -> float:
@@ -159,6 +190,11 @@ def main() -> None:
         procs.start("direct", [sys.executable, "-c", SERVER, str(direct_port)])
         preview = Target("through the preview", f"http://127.0.0.1:{port}", host=f"bench.preview.localhost:{port}")
         direct = Target("direct (same server, no sandbox)", f"http://127.0.0.1:{direct_port}")
+        preview.processes = {
+            "gateway": procs.procs["gateway"].pid,
+            "host daemon, its sandbox and the server": procs.procs["host"].pid,
+        }
+        direct.processes = {"the server": procs.procs["direct"].pid}
         wait(lambda: asyncio.run(_answers(preview)) and asyncio.run(_answers(direct)), timeout=60)
 
         latency = {preview.name: [], direct.name: []}
@@ -170,6 +206,9 @@ def main() -> None:
                 rate[target.name].append(asyncio.run(concurrent(target, seconds)))
                 speed[target.name].append(asyncio.run(download(target)))
         report(latency, rate, speed, preview.name, direct.name)
+        for target in (preview, direct):
+            spent = ", ".join(f"{name} {ms:.2f}" for name, ms in target.cpu_per_request.items())
+            print(f"  CPU ms per request at {CLIENTS} clients, {target.name}: {spent}")
     finally:
         procs.stop_all()
 

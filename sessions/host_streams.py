@@ -7,8 +7,9 @@ process (then messages go by the channel layer) or in this one (then they are di
     while chunk := await stream.read(): ...
     await stream.close()
 
-Flow control: at most WINDOW bytes are in flight each way; the host is given credit for a
-chunk only when the next read() is asked for, that is after the caller passed it on.
+Flow control: at most WINDOW bytes are in flight each way; the host is given credit for what
+was read only when the next read() is asked for, that is after the caller passed it on, and
+in sums of CREDIT_AT.
 """
 
 import asyncio
@@ -19,6 +20,9 @@ from channels.layers import get_channel_layer
 from sessions.stream_relay import LOCAL_REQUESTERS, MAX_CHUNK, local_relay
 
 WINDOW = 1024 * 1024
+# Credit goes back in sums of at least this much, not one message per chunk read (a kept-alive
+# stream's small responses would each cost one); the host still has WINDOW - CREDIT_AT to send.
+CREDIT_AT = WINDOW // 4
 
 
 class StreamRefused(Exception):
@@ -102,11 +106,19 @@ class HostStream:
         while True:
             self.put_nowait(await self._layer.receive(self._reply))
 
+    @property
+    def reusable(self) -> bool:
+        """Open both ways with nothing unread: a kept-alive stream may carry another request
+        (an idle one the server closed, or the host reset, has its end or reset waiting)."""
+        opened = self._opened.done() and not self._opened.cancelled() and self._opened.exception() is None
+        over = self._closed or self._ended_in or self._ended_out or self._lost is not None
+        return opened and not over and self._incoming.empty()
+
     # The caller's side
 
     async def read(self) -> bytes:
         """The next bytes from the server; b"" once it has no more. Raises StreamLost."""
-        if self._owed:
+        if self._owed >= CREDIT_AT:
             owed, self._owed = self._owed, 0
             await self._tell("credit", bytes=owed)
         if self._ended_in:
@@ -118,7 +130,7 @@ class HostStream:
             self._ended_in = True
             return b""
         data = message["data"]
-        self._owed = len(data)
+        self._owed += len(data)
         return data
 
     async def write(self, data: bytes) -> None:

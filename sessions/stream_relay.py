@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 DATA = b"D"
 HEADER = struct.Struct(">cI")
-MAX_CHUNK = 64 * 1024
+MAX_CHUNK = 256 * 1024
 MAX_STREAMS = 256
 
 # Requesters in this process, by reply name: their messages skip the channel layer.

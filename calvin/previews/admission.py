@@ -1,6 +1,6 @@
 """Whether a request to a preview host goes on: the live preview of that name with its
 session's host (one statement), its access rule, and its request rate (counted in Redis, so
-across every web process; one round trip).
+across every web process; one round trip, and on the event loop one for a lease of many).
 
 Every request to a preview passes here, so the lookup is one statement rather than an ORM
 query compiled afresh each time (that cost more than the query itself), and on PostgreSQL and
@@ -21,6 +21,7 @@ from django.core.cache import cache, caches
 from django.core.cache.backends.redis import RedisCache
 from django.db import connection, connections
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from calvin.previews.access import access_cookie_valid
 from calvin.previews.models import Preview
@@ -83,14 +84,20 @@ def rate_key(route: PreviewRoute, now: float) -> str:
     return f"preview-rate:{route.id}:{route.name}:{int(now // RATE_WINDOW)}"
 
 
-def verdict(found, *, counted: int, now: float, may_open: bool) -> Admission:
+def lease_size(limit: int) -> int:
+    """How many requests one process takes from a preview's minute at once: a hundredth of
+    the limit, at most 50 (so the processes together stop at most a few percent short of it)."""
+    return max(1, min(50, limit // 100))
+
+
+def verdict(found, *, over_rate: bool, now: float, may_open: bool) -> Admission:
     """The answer from what was looked up; `may_open`: the access rule lets the person in."""
     if found is None:
         return Admission("missing")
     route, channel, host_name = found
     if not may_open:
         return Admission("login", route)
-    if counted > settings.CALVIN_PREVIEW_REQUESTS_PER_MINUTE:
+    if over_rate:
         return Admission("limited", route, retry_after=max(1, RATE_WINDOW - int(now % RATE_WINDOW)))
     if not channel:
         return Admission("offline", route, host_name=host_name)
@@ -106,8 +113,8 @@ def preview_admit(*, name: str, access_cookie: str = "") -> Admission:
     if found is None:
         return Admission("missing")
     allowed = may_open(found[0], access_cookie)
-    counted = requests_counted(rate_key(found[0], now)) if allowed else 0
-    return verdict(found, counted=counted, now=now, may_open=allowed)
+    over_rate = allowed and requests_counted(rate_key(found[0], now)) > settings.CALVIN_PREVIEW_REQUESTS_PER_MINUTE
+    return verdict(found, over_rate=over_rate, now=now, may_open=allowed)
 
 
 class AsyncLookups:
@@ -119,10 +126,17 @@ class AsyncLookups:
         self._connection = None
         self._redis = None
         self._lock = asyncio.Lock()
+        # Rate key -> requests this process may still admit in that minute without asking Redis
+        # (-1: the minute is over its limit). Redis counts the leases handed out, so together
+        # the processes never admit more than the limit.
+        self._leased: dict[str, int] = {}
 
     @staticmethod
     def usable() -> bool:
-        return connections["default"].vendor == "postgresql" and isinstance(caches["default"], RedisCache)
+        # From the settings, not connections[] and caches[]: under ASGI each request is a new
+        # async context, where caches["default"] builds a backend object afresh.
+        engine, backend = settings.DATABASES["default"]["ENGINE"], settings.CACHES["default"]["BACKEND"]
+        return engine == "django.db.backends.postgresql" and import_string(backend) is RedisCache
 
     async def route_with_host(self, name: str):
         import psycopg
@@ -145,7 +159,22 @@ class AsyncLookups:
             return None
         return PreviewRoute(*row[:8]), row[8] or "", row[9] or ""
 
-    async def requests_counted(self, key: str) -> int:
+    async def within_rate(self, key: str) -> bool:
+        left = self._leased.get(key, 0)
+        if left:
+            if left > 0:
+                self._leased[key] = left - 1
+            return left > 0
+        limit = settings.CALVIN_PREVIEW_REQUESTS_PER_MINUTE
+        size = lease_size(limit)
+        counted = await self.requests_counted(key, size)
+        minute = key.rpartition(":")[2]
+        self._leased = {k: n for k, n in self._leased.items() if k.endswith(":" + minute)}
+        granted = min(size, limit - (counted - size))  # the part of this lease within the limit
+        self._leased[key] = granted - 1 if granted > 0 else -1
+        return granted > 0
+
+    async def requests_counted(self, key: str, by: int = 1) -> int:
         import redis.asyncio
 
         if self._redis is None:
@@ -154,7 +183,7 @@ class AsyncLookups:
         full = backend.make_and_validate_key(key)
         async with client.pipeline(transaction=False) as pipe:
             pipe.set(full, 0, ex=RATE_WINDOW * 2, nx=True)
-            pipe.incr(full)
+            pipe.incrby(full, by)
             return int((await pipe.execute())[1])
 
 
@@ -180,5 +209,5 @@ async def preview_admit_async(*, name: str, access_cookie: str = "") -> Admissio
     allowed = found[0].access != "members" or await sync_to_async(may_open, thread_sensitive=False)(
         found[0], access_cookie
     )
-    counted = await lookups().requests_counted(rate_key(found[0], now)) if allowed else 0
-    return verdict(found, counted=counted, now=now, may_open=allowed)
+    over_rate = allowed and not await lookups().within_rate(rate_key(found[0], now))
+    return verdict(found, over_rate=over_rate, now=now, may_open=allowed)

@@ -16,6 +16,7 @@ from calvin.previews.access import ACCESS_COOKIE, access_exchange, access_login_
 from calvin.previews.addresses import preview_name_of
 from calvin.previews.admission import Admission, preview_admit_async
 from calvin.previews.pages import page_send, redirect_send
+from calvin.previews.stream_pool import Upstream, stream_pool
 from sessions.host_streams import HostStream, StreamLost, StreamRefused
 
 ACCESS_PATH = "/__calvin/access"
@@ -178,14 +179,34 @@ async def preview_http(scope, receive, send) -> None:
     declared = header(scope, b"content-length")
     if declared.isdigit() and int(declared) > settings.CALVIN_PREVIEW_MAX_BODY_BYTES:
         return await too_large_send(send)
-    try:
-        stream = await stream_open(admission)
-    except StreamRefused as error:
-        return await stream_refused_send(send, error, admission.route.port)
-    try:
-        await exchange(scope, receive, send, stream, admission.route.port)
-    finally:
-        await stream.close()
+    bodiless = not declared and not header(scope, b"transfer-encoding")
+    # A kept stream the server closed meanwhile is met before any answer: a request that has
+    # no body and changes nothing goes again on a new stream.
+    retry = bodiless and scope["method"] in ("GET", "HEAD", "OPTIONS")
+    route, pool = admission.route, stream_pool()
+    while True:
+        try:
+            upstream = await pool.take(
+                channel=admission.channel,
+                session_id=route.session_id,
+                port=route.port,
+                timeout=settings.CALVIN_PREVIEW_OPEN_SECONDS,
+            )
+        except StreamRefused as error:
+            return await stream_refused_send(send, error, route.port)
+        try:
+            await exchange(scope, receive, send, upstream, route.port, bodiless=bodiless)
+        except StaleStream:
+            await upstream.stream.close()
+            if retry:
+                retry = False
+                continue
+            return await page_send(send, 502, "The preview's server went away", "The connection was lost.")
+        except BaseException:
+            await upstream.stream.close()
+            raise
+        await pool.give_back(upstream)
+        return
 
 
 async def too_large_send(send) -> None:
@@ -193,16 +214,23 @@ async def too_large_send(send) -> None:
     await page_send(send, 413, "Request body too large", f"A preview takes request bodies of at most {limit} bytes.")
 
 
-async def exchange(scope, receive, send, stream: HostStream, port: int) -> None:
+class StaleStream(Exception):
+    """A kept-alive stream ended before its server answered anything."""
+
+
+async def exchange(scope, receive, send, upstream: Upstream, port: int, *, bodiless: bool) -> None:
     """One request and its response over the stream; the request body goes up while the
     response comes down (a server may answer before it has read it all)."""
-    connection = h11.Connection(h11.CLIENT, max_incomplete_event_size=settings.CALVIN_PREVIEW_MAX_RESPONSE_HEAD_BYTES)
-    headers = upstream_headers(scope, port) + [(b"connection", b"close")]
+    stream, connection = upstream.stream, upstream.connection
+    headers = upstream_headers(scope, port)
     if header(scope, b"transfer-encoding") and not header(scope, b"content-length"):
         headers.append((b"transfer-encoding", b"chunked"))
-    await stream.write(connection.send(h11.Request(method=scope["method"], target=target_of(scope), headers=headers)))
+    head = connection.send(h11.Request(method=scope["method"], target=target_of(scope), headers=headers))
+    if bodiless:
+        head += connection.send(h11.EndOfMessage())
+    await stream.write(head)
     started = asyncio.Event()
-    upload = asyncio.create_task(_upload(receive, connection, stream))
+    upload = asyncio.create_task(_departure(receive) if bodiless else _upload(receive, connection, stream))
     download = asyncio.create_task(_download(send, connection, stream, started))
     try:
         done, _ = await asyncio.wait({upload, download}, return_when=asyncio.FIRST_COMPLETED)
@@ -216,11 +244,14 @@ async def exchange(scope, receive, send, stream: HostStream, port: int) -> None:
             raise error
         if not started.is_set():
             await too_large_send(send)
-    except StreamLost as error:
-        if not started.is_set():
+    except (StreamLost, h11.RemoteProtocolError) as error:
+        if started.is_set():
+            return
+        if upstream.reused:
+            raise StaleStream() from None
+        if isinstance(error, StreamLost):
             await page_send(send, 502, "The preview's server went away", error.text or "The connection was lost.")
-    except h11.RemoteProtocolError as error:
-        if not started.is_set():
+        else:
             text = f"The preview's server sent a response Calvin could not read ({error})."
             await page_send(send, 502, "Bad response from the preview's server", text)
     finally:
@@ -230,9 +261,15 @@ async def exchange(scope, receive, send, stream: HostStream, port: int) -> None:
                 await task
 
 
+async def _departure(receive) -> None:
+    """For a request without a body: returns when the client leaves (a server-sent events
+    stream would otherwise wait for the server forever)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 async def _upload(receive, connection: h11.Connection, stream: HostStream) -> None:
-    """The request body, as it arrives, then a watch for the client leaving (it returns
-    then: a server-sent events stream would otherwise wait for the server forever)."""
+    """The request body, as it arrives, then a watch for the client leaving."""
     size, limit = 0, settings.CALVIN_PREVIEW_MAX_BODY_BYTES
     while True:
         message = await receive()
@@ -247,8 +284,7 @@ async def _upload(receive, connection: h11.Connection, stream: HostStream) -> No
         if not message.get("more_body"):
             break
     await stream.write(connection.send(h11.EndOfMessage()))
-    while (await receive())["type"] != "http.disconnect":
-        pass
+    await _departure(receive)
 
 
 async def _download(send, connection: h11.Connection, stream: HostStream, started: asyncio.Event) -> None:

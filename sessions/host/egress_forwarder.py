@@ -24,7 +24,7 @@ import _thread
 import os
 import sys
 
-CHUNK = 65536
+CHUNK = 262144
 GONE = b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\ncalvin egress: the host's proxy is not listening\n"
 
 

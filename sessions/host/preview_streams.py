@@ -22,7 +22,7 @@ from pathlib import Path
 log = logging.getLogger("calvin.host")
 
 MAX_STREAMS = 256  # per connection: the daemon's descriptors are shared by every session
-MAX_PAYLOAD = 64 * 1024
+MAX_PAYLOAD = 256 * 1024
 RECEIVE_WINDOW = 256 * 1024  # what the gateway may send a stream before the host's credit
 DEFAULT_WINDOW = 256 * 1024
 MAX_WINDOW = 16 * 1024 * 1024

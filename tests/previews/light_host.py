@@ -21,6 +21,7 @@ class LightHost:
         self.opened: list[dict] = []  # each stream.open the gateway sent
         self.sent_uncredited_max = 0  # the most bytes this host had in flight on one stream
         self.frames_refused_by_window = 0
+        self.resets: list[int] = []  # streams the gateway reset
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._ws = None
@@ -77,6 +78,7 @@ class LightHost:
                         if stream:
                             stream["writer"].write_eof()
                     elif kind == "stream.reset":
+                        self.resets.append(message["stream"])
                         stream = self._streams.pop(message["stream"], None)
                         if stream:
                             stream["writer"].close()
@@ -98,6 +100,7 @@ class LightHost:
         stream = {"writer": writer, "may_send": message["window"], "credit": asyncio.Event(), "in_flight": 0}
         self._streams[number] = stream
         await self._send({"type": "stream.opened", "stream": number, "window": message["window"]})
+        stream["reader"] = reader
         while chunk := await reader.read(65536):
             while stream["may_send"] < len(chunk):
                 stream["credit"].clear()
@@ -106,13 +109,29 @@ class LightHost:
             stream["in_flight"] = message["window"] - stream["may_send"]
             self.sent_uncredited_max = max(self.sent_uncredited_max, stream["in_flight"])
             await self._send(HEADER.pack(b"D", number) + chunk)
+        if stream.get("silent"):  # the end is told only once the gateway sends again
+            await stream["poked"].wait()
         if number in self._streams:
             await self._send({"type": "stream.end", "stream": number})
+
+    def servers_hang_up_unseen(self) -> None:
+        """Every server connection closes now, but the gateway hears of it only when it next
+        sends on the stream: the race of a kept-alive stream reused as its server closes it."""
+
+        def hang_up():
+            for stream in self._streams.values():
+                stream["silent"], stream["poked"] = True, asyncio.Event()
+                stream["writer"].close()
+
+        self._loop.call_soon_threadsafe(hang_up)
 
     async def _data(self, frame: bytes) -> None:
         _, number = HEADER.unpack_from(frame)
         stream = self._streams.get(number)
         if stream is None:
+            return
+        if stream.get("silent"):
+            stream["poked"].set()
             return
         stream["writer"].write(frame[HEADER.size :])
         await stream["writer"].drain()

@@ -74,3 +74,37 @@ def test_on_postgresql_and_redis_the_lookups_run_on_the_event_loop_and_agree(wor
     found = asyncio.run(both())  # this test's own event loop, with lookups of its own
     assert [a.verdict for a in found] == [preview_admit(name="async-one").verdict, "missing", "missing"]
     assert found[0].route == preview_route(name="async-one")
+
+
+def test_processes_lease_a_previews_requests_and_together_never_pass_its_limit(workspace, settings):
+    import asyncio
+
+    from calvin.previews.admission import AsyncLookups, lease_size
+
+    settings.CALVIN_PREVIEW_REQUESTS_PER_MINUTE = limit = 1000
+    if time.time() % 60 > 50:  # counted per clock minute: start early in one
+        time.sleep(61 - time.time() % 60)
+    key = f"preview-rate:lease-{uuid.uuid4().hex[:8]}:{int(time.time() // 60)}"
+    size = lease_size(limit)
+    assert size == 10
+
+    async def admitted_by_three_processes() -> tuple[int, int]:
+        processes = [AsyncLookups() for _ in range(3)]
+        asked = 0
+        for process in processes:
+            counted = process.requests_counted
+
+            async def counting(key, by=1, counted=counted):
+                nonlocal asked
+                asked += 1
+                return await counted(key, by)
+
+            process.requests_counted = counting
+        admitted = 0
+        for turn in range(3 * limit):
+            admitted += await processes[turn % 3].within_rate(key)
+        return admitted, asked
+
+    admitted, asked = asyncio.run(admitted_by_three_processes())
+    assert limit - 3 * size <= admitted <= limit  # leases still held stop it short, never past
+    assert asked <= limit // size + 3 + 3  # one round trip per lease, and one refusal each

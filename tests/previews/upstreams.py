@@ -60,6 +60,15 @@ class Handler(BaseHTTPRequestHandler):
                     ("Set-Cookie", "sessionid=forged; Path=/"),
                 ],
             )
+        elif self.path.startswith("/slow"):
+            time.sleep(0.5)
+            self._send(200, b"slow")
+        elif self.path == "/extra":  # a second answer no request asked for, in the same write
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nmine")
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+        elif self.path == "/close":
+            self._send(200, b"closing", [("Connection", "close")])
+            self.close_connection = True
         elif self.path == "/bighead":
             self._send(200, b"head", [("X-Big", "y" * 100_000)])
         else:

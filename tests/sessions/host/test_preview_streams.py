@@ -164,7 +164,7 @@ def test_the_host_sends_no_more_than_the_window_until_credit_comes(tmp_path):
             assert len(gateway.data[2]) <= granted
         head, _, body = bytes(gateway.data[2]).partition(b"\r\n\r\n")
         assert b" 200 " in head and body == b"x" * size
-        assert gateway.largest_frame <= 65536
+        assert gateway.largest_frame <= preview_streams.MAX_PAYLOAD
 
     with_host(tmp_path, scenario)
 
