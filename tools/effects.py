@@ -207,12 +207,17 @@ def tool_calls_recover(*, now: datetime) -> list[int]:
             tool_call_id=tool_call_id,
             error=f"gave up after {MAX_ATTEMPTS} attempts: the worker stopped while applying it",
         )
-    stuck.update(status=ToolCall.Status.PENDING)
+    # Queued now, whatever the lost-pending bound: a dead worker's call has no task coming, and
+    # stamped as queued so the lost-pending rule below leaves it alone for its bound.
+    stuck_ids = list(stuck.values_list("id", flat=True)[:RECOVER_BATCH])
+    ToolCall.objects.filter(id__in=stuck_ids, status=ToolCall.Status.APPLYING).update(
+        status=ToolCall.Status.PENDING, claimed_at=now
+    )
     pending = ToolCall.objects.filter(status=ToolCall.Status.PENDING, created_at__lt=now - lost_pending).filter(
         Q(claimed_at__isnull=True) | Q(claimed_at__lt=now - lost_pending)
     )
-    ids = list(pending.values_list("id", flat=True)[:RECOVER_BATCH])
+    ids = list(pending.exclude(id__in=stuck_ids).values_list("id", flat=True)[:RECOVER_BATCH])
     # Stamped as queued now: behind a backlog, the next sweeps leave them alone for the bound
     # instead of queueing every waiting call again each time (duplicates that slow the workers).
     ToolCall.objects.filter(id__in=ids, status=ToolCall.Status.PENDING).update(claimed_at=now)
-    return ids
+    return stuck_ids + ids

@@ -48,8 +48,6 @@ def test_a_worker_killed_mid_task_is_recovered_by_the_sweep_and_posts_once(agent
     ToolCall.objects.filter(id=call_id).update(
         status=ToolCall.Status.APPLYING, claimed_at=timezone.now() - timedelta(minutes=5)
     )
-    assert sweep_tool_calls.apply().get() == 0  # re-queued rows are young again: no burst
-    ToolCall.objects.filter(id=call_id).update(created_at=timezone.now() - timedelta(minutes=5))
     assert sweep_tool_calls.apply().get() == 1
     call = applied(call_id)
     assert call.attempts == 2
@@ -94,6 +92,22 @@ def test_a_waiting_call_is_queued_again_once_per_bound_not_on_every_sweep(agent,
     assert tool_calls_recover(now=now + timedelta(seconds=1)) == []  # queued already: a backlog is not doubled
     later = now + timedelta(seconds=settings.CALVIN_LOST_PENDING_SECONDS + 1)
     assert tool_calls_recover(now=later) == [call.id]  # still pending a bound later: its task was lost too
+    ToolCall.objects.filter(id=call.id).update(status=ToolCall.Status.FAILED)  # nothing queued it: end it here
+
+
+def test_a_call_left_applying_is_queued_at_once_however_long_the_lost_pending_bound(agent, settings):
+    # A task that found its call still "applying" (the database was down when it went back to
+    # pending) ends, so nothing else will queue it: the stuck rule must, not the lost-pending one.
+    from tools.effects import tool_calls_recover
+
+    settings.CALVIN_LOST_PENDING_SECONDS = 600
+    call = ToolCall.objects.create(session=agent.session, runner=agent.runner, tool="post_card", arguments={})
+    now = timezone.now()
+    claimed = now - timedelta(seconds=settings.CALVIN_STUCK_APPLYING_SECONDS + 1)
+    ToolCall.objects.filter(id=call.id).update(status=ToolCall.Status.APPLYING, claimed_at=claimed, attempts=1)
+    assert tool_calls_recover(now=now) == [call.id]
+    assert ToolCall.objects.get(id=call.id).status == ToolCall.Status.PENDING
+    assert tool_calls_recover(now=now + timedelta(seconds=1)) == []  # queued: not again on the next sweep
     ToolCall.objects.filter(id=call.id).update(status=ToolCall.Status.FAILED)  # nothing queued it: end it here
 
 
