@@ -1,10 +1,13 @@
 """What every MCP tool function shares: check the arguments, call a service off the event
 loop, translate refusals, and pause runners that keep being refused."""
 
+import logging
+
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from mcp.server.mcpserver.exceptions import ToolError
 
+from calvin.celery import DATABASE_UNAVAILABLE
 from tools.errors import ToolRefused
 from tools.input_checks import argument_problems
 from tools.refusals import refusal_note, refusals_check
@@ -25,6 +28,17 @@ def _in_thread(service, kwargs):
         raise ToolRefused(refusal_redacted(caller, str(exc))) from None
 
 
+log = logging.getLogger(__name__)
+
+# The database went away under the call (a restart, a failover). Its COMMIT may have reached the
+# server before the answer was lost, so the agent is told it may still land (the outbox sweep
+# publishes such a call), rather than a bare "Error executing tool".
+DATABASE_DOWN = (
+    "Calvin's database did not answer (it may be restarting): try again in a few seconds. If it went"
+    " away just as this call was being saved, the call may still take effect."
+)
+
+
 # Not thread-sensitive: calls run side by side, each thread on its own DB connection.
 _run = sync_to_async(_in_thread, thread_sensitive=False)
 
@@ -35,6 +49,9 @@ async def call_service(service, **kwargs):
         return await _run(service, kwargs)
     except ToolRefused as exc:
         raise ToolError(str(exc)) from None
+    except DATABASE_UNAVAILABLE as exc:
+        log.warning("a tool call met the database unavailable: %s", exc)
+        raise ToolError(DATABASE_DOWN) from None
 
 
 def _refused_text(caller, exc: ToolRefused) -> str:
@@ -56,3 +73,6 @@ async def call_async_service(service, **kwargs):
     except ToolRefused as exc:
         text = await sync_to_async(_refused_text, thread_sensitive=False)(caller, exc)
         raise ToolError(text) from None
+    except DATABASE_UNAVAILABLE as exc:
+        log.warning("a tool call met the database unavailable: %s", exc)
+        raise ToolError(DATABASE_DOWN) from None

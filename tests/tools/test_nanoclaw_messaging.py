@@ -421,3 +421,17 @@ def test_a_long_unknown_destination_is_cut_in_the_refusal(nano):
     refused(nano.call("send_message", {"text": "hi", "to": exactly}), f"unknown destination '{exactly}':")
     text = refused(nano.call("send_message", {"text": "hi", "to": "e" * 65}), f"unknown destination '{'e' * 64}…'")
     assert "e" * 65 not in text
+
+
+def test_a_call_that_meets_the_database_down_is_told_so_not_a_generic_error(agent, monkeypatch):
+    # A COMMIT whose answer the restarting server never sent: the call may have been saved.
+    from django.db import OperationalError
+
+    from tools.nanoclaw_mcp import messaging
+
+    def commit_answer_lost(**kwargs):
+        raise OperationalError("consuming input failed: server closed the connection unexpectedly")
+
+    monkeypatch.setattr(messaging, "message_send", commit_answer_lost)
+    text = refused(agent.nanoclaw.call("send_message", {"text": "hello", "to": "thread"}), "database did not answer")
+    assert "may still take effect" in text and "unexpected" not in text
