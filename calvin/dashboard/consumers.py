@@ -116,7 +116,7 @@ class LiveConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
             self._sent(await database_sync_to_async(live_stream_seq)(self.stream))
             await self.send_json({"reload": True})  # the page reloads (or refetches) and starts again
         for frame in caught.frames:  # checked once above, not once per frame
-            if until is None and self.sent is not None and frame["seq"] <= self.sent:
+            if until is None and self._has_sent(frame["seq"]):
                 continue  # pushed while this was read (a gap's fill, with `until`, sends all it asked for)
             self._sent(frame["seq"])
             await self.send_json(frame)
@@ -170,11 +170,15 @@ class LiveConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
     async def live_event(self, event):
         """A logged event, pushed after its commit (calvin/dashboard/live.py)."""
         seq = event["frame"]["seq"]
-        if self.sent is not None and seq <= self.sent:
+        if self._has_sent(seq):
             return  # a catch-up sent it already (the push came late, or after the look numbered it)
-        if await self._still_watching():
+        # Asked again after the access check: the periodic look may have sent it meanwhile.
+        if await self._still_watching() and not self._has_sent(seq):
             self._sent(seq)
             await self.send_json(event["frame"])
+
+    def _has_sent(self, seq: int) -> bool:
+        return self.sent is not None and seq <= self.sent
 
     async def access_recheck(self, event):
         """Pushed when a membership or the user changed: close if that took the access away."""

@@ -368,3 +368,27 @@ def test_an_event_its_announcer_left_unnumbered_is_numbered_and_sent_by_the_sock
         with pytest.raises(TimeoutError):
             ws.recv(timeout=1.5)
     assert LiveEvent.objects.get(payload__message_id=orphan.id).seq == rendered_at + 1
+
+
+def test_an_event_the_look_sends_while_its_push_checks_access_goes_out_once():
+    """The push of seq n waits on its access check; meanwhile the socket's periodic look sends n
+    from the log. The push, back from the check, must not send n again."""
+    import asyncio
+
+    from calvin.dashboard.consumers import ThreadConsumer
+
+    consumer = ThreadConsumer()
+    consumer.sent = 5
+    sent = []
+
+    async def send_json(frame):
+        sent.append(frame["seq"])
+
+    async def still_watching():
+        await send_json({"seq": 6})  # the look's catch-up, while this check awaits the database
+        consumer._sent(6)
+        return True
+
+    consumer.send_json, consumer._still_watching = send_json, still_watching
+    asyncio.run(consumer.live_event({"frame": {"seq": 6}}))
+    assert sent == [6]
