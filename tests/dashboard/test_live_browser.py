@@ -256,12 +256,24 @@ def test_the_home_shows_a_turn_start_and_end_live(gateway, hosts, workspace, pag
 
     say(session, "write the release notes")
 
-    expect(running).to_have_text("1", timeout=20_000)
-    expect(row).to_have_attribute("data-state", "running")
-    expect(row.locator(".state")).to_have_text("running")
-    expect(row).to_have_class(re.compile(r"\blive-changed\b"))  # the row that changed is marked a moment
-    expect(row).to_contain_text("writer")
-    expect(host_row).to_contain_text("1 / 4")
+    # Read in one look: under load the turn's 4 s can end between separate expects, and the
+    # refetch after its end replaces every panel.
+    seen_running = page.wait_for_function(
+        """([sessionKey, hostKey]) => {
+          const row = document.querySelector(`tr[data-row-key='${sessionKey}']`);
+          const host = document.querySelector(`tr[data-row-key='${hostKey}']`);
+          if (document.querySelector("#count-running").textContent.trim() !== "1" || !row || !host) return null;
+          if (row.dataset.state !== "running") return null;
+          const state = row.querySelector(".state").textContent.trim();
+          return {state, changed: row.classList.contains("live-changed"), row: row.textContent, host: host.textContent};
+        }""",
+        arg=[f"session:{session.id}", f"host:{host.host.id}"],
+        timeout=20_000,
+    ).json_value()
+    assert seen_running["state"] == "running"
+    assert seen_running["changed"]  # the row that changed is marked a moment
+    assert "writer" in seen_running["row"]
+    assert "1 / 4" in seen_running["host"], seen_running["host"]
 
     expect(row).not_to_have_attribute("data-state", "running", timeout=20_000)
     expect(running).to_have_text("0")
