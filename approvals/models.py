@@ -26,6 +26,7 @@ class PendingApproval(models.Model):
         WEB = "web"
         DASHBOARD = "dashboard"
         ADMIN = "admin"
+        API = "api"  # /api/v1/ and ncl
         SYSTEM = "system"
 
     session = models.ForeignKey("agent_sessions.Session", on_delete=models.CASCADE, related_name="approvals")

@@ -115,6 +115,8 @@ INSTALLED_APPS = [
     "calvin.accounts",
     "calvin.audit",
     "calvin.previews",
+    "calvin.api",
+    "ninja",  # its Swagger UI's files, served from here (no CDN is reachable, and the CSP allows none)
     "axes",
     "csp",
 ]
@@ -129,6 +131,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "calvin.audit.context.AuditOriginMiddleware",  # the client address and channel for audit rows
+    "calvin.api.problems.ApiProblemsMiddleware",  # under /api/: every error a problem document, never HTML
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lockout into its page
 ]

@@ -3,11 +3,13 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from calvin import health
+from calvin.api.main import api
 from calvin.dashboard.views import favicon
 from calvin.static_files import static_serve
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/", api.urls),
     path("accounts/", include("calvin.accounts.auth_urls")),  # Django's auth views, by their own names
     # Probes for load balancers and orchestrators (calvin/health.py): no login, nothing secret.
     path("healthz", health.liveness, name="healthz"),

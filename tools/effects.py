@@ -51,6 +51,7 @@ EFFECTS = {
     ("nanoclaw", "create_agent"): "tools.services.agents.create_agent_effect",
     ("nanoclaw", "install_packages"): "tools.services.agents.install_packages_effect",
     ("nanoclaw", "add_mcp_server"): "tools.services.agents.add_mcp_server_effect",
+    ("ncl", "sessions.stop"): "calvin.api.effects.session_stop_effect",
 }
 
 

@@ -17,6 +17,7 @@ class ToolCall(models.Model):
     class Server(models.TextChoices):
         CALVIN = "calvin"
         NANOCLAW = "nanoclaw"
+        NCL = "ncl"  # an agent's write through the API, once a person approved it
 
     session = models.ForeignKey("agent_sessions.Session", on_delete=models.CASCADE, related_name="tool_calls")
     runner = models.ForeignKey(
