@@ -93,5 +93,7 @@ def test_postgres_stopped_immediately_and_started_again_during_calls(stack, caps
     seen = calls_under_fault(
         stack, web, tool="send_message", clients=20, per_client=25, fault=restart_postgres, commit_answers_lost=True
     )
-    assert seen.outcome.failed, "no call failed: PostgreSQL was not down during calls"
+    # Whether the outage meets a call or a client's MCP session starting (its first request) is
+    # timing: either shows the clients met it.
+    assert seen.outcome.errors, "no request failed: PostgreSQL was not down during calls"
     report(capsys, seen.line("PostgreSQL stopped (-m immediate) for 2 s"))
