@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from approvals.models import PendingApproval
 from calvin.accounts.models import Invitation
+from calvin.api.models import ApiToken
 from calvin.audit.models import AuditEvent
 from calvin.chat.models import SlackEvent, SlackInstallation, SlackLane, SlackPost
 from calvin.previews.models import Preview
@@ -128,6 +129,9 @@ TENANT_FACTORIES = {
         workspace=ws, name=f"{tag}-api", full_name=f"{tag}/api", clone_url=f"https://example.com/{tag}/api.git"
     ),
     Agent: lambda ws, tag, made: Agent.objects.create(workspace=ws, name=f"{tag}-agent"),
+    ApiToken: lambda ws, tag, made: ApiToken.objects.create(
+        member=made[Member], name=f"{tag} token", digest=_digest(), hint=tag[:8]
+    ),
     Host: lambda ws, tag, made: Host.objects.create(
         name=f"{tag}-host", workspace=ws, token_digest=_digest(), token_hint=tag[:8]
     ),

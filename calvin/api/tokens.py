@@ -45,19 +45,25 @@ def api_token_create(*, member, name: str, expires_at=None) -> tuple[ApiToken, s
 
 @transaction.atomic
 def api_token_revoke(*, token_id: int, member) -> bool:
-    """Revoke one of `member`'s tokens (an admin may revoke any in the workspace); False when
-    there is no such live token for them."""
-    tokens = ApiToken.objects.filter(id=token_id, member__workspace_id=member.workspace_id, revoked_at__isnull=True)
-    if not member.is_admin:
-        tokens = tokens.filter(member=member)
-    row = tokens.select_for_update().first()
+    """Revoke a token: `member` (a Member) revokes their own, an owner or admin any of their
+    workspace's; a superuser (a User) any. False when there is no such live token for them."""
+    from calvin.workspaces.models import Member
+
+    tokens = ApiToken.objects.filter(id=token_id, revoked_at__isnull=True)
+    if isinstance(member, Member):
+        tokens = tokens.filter(member__workspace_id=member.workspace_id)
+        if not member.is_admin:
+            tokens = tokens.filter(member=member)
+    elif not getattr(member, "is_superuser", False):
+        return False
+    row = tokens.select_for_update().select_related("member").first()
     if row is None:
         return False
     now = timezone.now()
     ApiToken.objects.filter(id=row.id).update(revoked_at=now)
     audit_record(
         verb="api_token.revoke",
-        workspace=member.workspace_id,
+        workspace=row.member.workspace_id,
         actor=member,
         target=row,
         changes={"revoked_at": (None, now.isoformat())},

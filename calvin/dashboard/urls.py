@@ -1,7 +1,7 @@
 from django.urls import path
 
 from calvin.accounts.invitation_views import invitation_page
-from calvin.dashboard import chart_views, secret_form, secrets, views, workspace_views
+from calvin.dashboard import api_tokens, chart_views, secret_form, secrets, views, workspace_views
 from calvin.dashboard import people as people_views
 
 app_name = "dashboard"
@@ -52,6 +52,9 @@ urlpatterns = [
         people_views.invitation_revoke_view,
         name="invitation-revoke",
     ),
+    # A person's API tokens (calvin/dashboard/api_tokens.py)
+    path("w/<slug:slug>/tokens/", api_tokens.api_tokens_page, name="api-tokens"),
+    path("w/<slug:slug>/tokens/<int:token_id>/revoke/", api_tokens.api_token_revoke_view, name="api-token-revoke"),
     path("invite/<str:token>/", invitation_page, name="invitation"),
     path("w/<slug:slug>/invite/<str:token>/", invitation_page, name="workspace-invitation"),
 ]

@@ -9,6 +9,7 @@ from calvin.api.tokens import api_token_create
 from calvin.workspaces.models import Agent, Member
 from calvin.workspaces.services import workspace_create
 from sessions.services import runner_start, session_start
+from tests.dashboard.conftest import browser, page, plain_member  # noqa: F401  (fixtures for the browser tests)
 
 
 @dataclass
