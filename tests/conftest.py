@@ -3,7 +3,6 @@
 import asyncio
 import json
 import shutil
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from calvin.workspaces.models import Member
 from calvin.workspaces.services import workspace_create
 from secrets_vault.crypto import new_key
 from sessions.services import runner_start, session_start
+from tests.support.ports import free_port
 from tools.models import ToolCall
 
 _fixture_teardown = TransactionTestCase._fixture_teardown
@@ -72,12 +72,6 @@ def _real_services(django_db_setup, django_db_blocker):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(autouse=True)

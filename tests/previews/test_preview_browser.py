@@ -1,13 +1,13 @@
 """Previews in Chromium, as a person opens them: on an origin of their own, which the
 dashboard's cookies never reach, and, when members-only, behind Calvin's own login."""
 
-import socket
 
 import pytest
 
 from calvin.previews.models import Preview
 from tests.dashboard.conftest import OWNER_PASSWORD, browser_login
 from tests.previews.support import preview_of
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SHOTS = "docs/screenshots"
@@ -58,10 +58,7 @@ def test_a_members_only_preview_opens_after_calvins_login(gateway, seated, upstr
 def test_a_preview_whose_server_stopped_says_so(gateway, seated, page, settings):
     session, _, _ = seated
     settings.CALVIN_PUBLIC_URL = local(gateway)
-    idle = socket.socket()
-    idle.bind(("127.0.0.1", 0))
-    port = idle.getsockname()[1]
-    idle.close()  # nothing listens there now
+    port = free_port()  # nothing listens there
     preview_of(session, "stopped", port=port)
     response = page.goto(f"http://stopped.preview.localhost:{gateway.rsplit(':', 1)[1]}/")
     assert response.status == 502

@@ -17,6 +17,7 @@ from sessions.models import Host
 from tests.conftest import wait_for
 from tests.previews.support import preview_of
 from tests.previews.upstreams import EchoUpstream
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,10 +96,7 @@ def test_unknown_removed_and_expired_previews_are_404(gateway, seated, upstream)
 
 def test_nothing_listening_is_a_clear_502(gateway, seated):
     session, _, _ = seated
-    free = socket.socket()
-    free.bind(("127.0.0.1", 0))
-    port = free.getsockname()[1]
-    free.close()
+    port = free_port()  # nothing listens there
     preview_of(session, "idle", port=port)
     started = time.monotonic()
     response = fetch(gateway, "idle")

@@ -22,7 +22,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -30,14 +29,10 @@ from pathlib import Path
 import psycopg
 import redis as redis_client
 
+from tests.support.ports import free_port
+
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PG_USER = "postgres"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _reachable_by(path: Path, user: str) -> None:

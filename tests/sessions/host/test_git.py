@@ -18,6 +18,7 @@ from sessions.host.git_process import git_environment, run_git
 from sessions.host.markdown_anchors import anchors
 from sessions.host.sandbox import Sandbox
 from tests.support.git_repos import GIT_ENV
+from tests.support.ports import free_port
 
 IDENTITY = ["-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "init.defaultBranch=main"]
 PLAN = """# Intro
@@ -577,9 +578,7 @@ def _cmdline(pid: str) -> bytes:
 
 
 def test_credentials_in_a_url_never_reach_an_error(host):
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]  # closed again: the connection is refused
+    port = free_port()  # nothing listens there: the connection is refused
     url = f"https://calvin:s3cr3t-token@127.0.0.1:{port}/acme/api.git"
     reply = host.checkout(12, [{"name": "api", "full_name": "acme/api", "clone_url": url, "default_branch": "main"}])
     assert not reply["ok"] and "git clone failed" in reply["error"], reply
