@@ -2,10 +2,10 @@
 
 CLAUDE.md is composed when the session starts from the agent's standing instructions (set by
 people in the admin, or staged by create_agent's `instructions`) and what its tool sets need
-it to know: the destinations it may send to, and where the workspace's repositories are
-listed. The agent may change its copy; the standing instructions stay on the Agent for its
-next sessions. AGENTS.md is the workspace's definition (calvin/workspaces/definitions.py),
-rewritten whenever the definition changes.
+it to know: the destinations it may send to, where the workspace's repositories are listed,
+and `ncl` (unless its cli_scope is disabled). The agent may change its copy; the standing
+instructions stay on the Agent for its next sessions. AGENTS.md is the workspace's definition
+(calvin/workspaces/definitions.py), rewritten whenever the definition changes.
 """
 
 import logging
@@ -19,6 +19,19 @@ REPOSITORIES_NOTE = (
     "# Repositories\n\n"
     "AGENTS.md in this directory lists this workspace's repositories, and is kept current when they "
     "change. Check one out with `checkout_repo` (mcp__calvin__checkout_repo), by its name or owner/name.\n"
+)
+
+NCL_REACH = {
+    "group": "this agent and what hangs off it (its destinations, sessions, approvals, tool calls)",
+    "global": "the whole workspace: every agent, session and approval, the members and the audit log",
+}
+NCL_NOTE = (
+    "# ncl\n\n"
+    "`ncl` (on your PATH) reads this workspace's configuration through Calvin's API, as this agent: "
+    "agents, destinations, members, sessions and their messages, approvals, tool calls. It reaches {reach}. "
+    "`ncl help` lists the commands; `--json` gives JSON. Reads answer at once; a change such as "
+    "`ncl sessions stop` answers approval-pending (exit code 3) and runs only once a person approves it. "
+    "Exit codes: 0 ok, 2 usage, 3 approval-pending, 4 not found, 5 refused, 6 gateway unreachable.\n"
 )
 
 
@@ -38,6 +51,8 @@ def instructions_compose(*, agent, destination_names: list[str]) -> str:
             "`send_message` and `send_file` (mcp__nanoclaw__) take `to`, one of these names; `thread` is this "
             f"session's own thread. Anything else is refused.\n\n{names}\n"
         )
+    if agent.cli_scope != agent.CliScope.DISABLED:
+        parts.append(NCL_NOTE.format(reach=NCL_REACH.get(agent.cli_scope, agent.cli_scope)))
     return "\n".join(parts)
 
 

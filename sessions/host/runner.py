@@ -455,6 +455,8 @@ class SessionRunner:
             base |= proxy_environment()
         if self._agent_directory is not None:
             base[AGENT_DIRECTORY_VARIABLE] = str(self._agent_directory)
+        if self.gateway and self._token:  # what `ncl` reads: the API as this agent, within its cli_scope
+            base |= {"CALVIN_URL": self.gateway, "CALVIN_TOKEN": self._token}
         return {**secrets, **provider.env, **base}  # a secret cannot replace what the runner sets
 
     async def _run_process(self, provider: Provider, secrets: dict[str, str], number, extra_path, reveal) -> Outcome:

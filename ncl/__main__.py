@@ -1,0 +1,5 @@
+import sys
+
+from ncl.cli import main
+
+sys.exit(main())
