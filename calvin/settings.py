@@ -116,6 +116,7 @@ INSTALLED_APPS = [
     "calvin.audit",
     "calvin.previews",
     "calvin.api",
+    "calvin.schedules",
     "ninja",  # its Swagger UI's files, served from here (no CDN is reachable, and the CSP allows none)
     "axes",
     "csp",
@@ -187,6 +188,11 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CALVIN_SWEEP_SECONDS = env.float("CALVIN_SWEEP_SECONDS", default=15.0)
 CALVIN_STUCK_APPLYING_SECONDS = env.float("CALVIN_STUCK_APPLYING_SECONDS", default=60.0)
 CALVIN_LOST_PENDING_SECONDS = env.float("CALVIN_LOST_PENDING_SECONDS", default=30.0)
+# Scheduled tasks (calvin/schedules): how often beat looks for due ones; the shortest interval a
+# recurrence may have (a cron firing every minute is refused); failures in a row that pause a task.
+CALVIN_TASK_TICK_SECONDS = env.float("CALVIN_TASK_TICK_SECONDS", default=10.0)
+CALVIN_TASK_MIN_INTERVAL_SECONDS = env.int("CALVIN_TASK_MIN_INTERVAL_SECONDS", default=300)
+CALVIN_TASK_PAUSE_AFTER_FAILURES = env.int("CALVIN_TASK_PAUSE_AFTER_FAILURES", default=3)
 CELERY_BEAT_SCHEDULE = {
     "tool-calls-sweep": {"task": "tools.tasks.sweep_tool_calls", "schedule": CALVIN_SWEEP_SECONDS},
     # Expires approvals nobody decided within their workspace's timeout; posts cards whose post was lost.
@@ -207,6 +213,8 @@ CELERY_BEAT_SCHEDULE = {
     "previews-sweep": {"task": "calvin.previews.tasks.sweep_previews", "schedule": CALVIN_SWEEP_SECONDS},
     # Deletes audit events older than CALVIN_AUDIT_KEEP_DAYS, in batches.
     "audit-forget": {"task": "calvin.audit.tasks.forget_old_audit_events", "schedule": 3600.0},
+    # Fires scheduled tasks whose time has come (each slot claimed once, however many beats run).
+    "scheduled-tasks-fire": {"task": "calvin.schedules.tasks.fire_due_tasks", "schedule": CALVIN_TASK_TICK_SECONDS},
     # Forgets live events older than CALVIN_LIVE_KEEP_HOURS (a page that missed those reloads).
     "live-forget": {"task": "calvin.dashboard.tasks.forget_old_live_events", "schedule": 600.0},
 }

@@ -8,6 +8,7 @@ Layers, from the top (a module may import its own package and any layer below it
                    Slack's ways in (calvin.chat.slack listeners, interactions, views, urls).
                    They may import everything; nothing below imports them.
     tools          the MCP servers, tool services, effects, retries.
+    calvin.schedules  scheduled tasks: cron, claims of slots, runs as turns of the task's session.
     calvin.chat    the channel adapters behind the chat port (calvin.chat.web, calvin.chat.slack):
                    they read tools' models (the outbox rows they deliver), never tools' services.
     approvals      policy, PendingApproval, decisions, cards' rendering (it redacts through the vault).
@@ -46,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Checked packages, lowest first; the rank is the index.
-LAYERS = ["calvin.workspaces", "sessions", "secrets_vault", "approvals", "calvin.chat", "tools"]
+LAYERS = ["calvin.workspaces", "sessions", "secrets_vault", "approvals", "calvin.schedules", "calvin.chat", "tools"]
 LEAVES = (
     "calvin.events",
     "calvin.audit",

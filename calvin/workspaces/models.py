@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.db.models.functions import Lower
 
 from calvin.workspaces import egress_rules, repository_rules
+from calvin.workspaces.time_zones import validate_time_zone
 
 
 def validate_egress_allowlist(value):
@@ -46,6 +47,10 @@ class Workspace(models.Model):
         validators=[validate_egress_allowlist],
         help_text=f"One host:port a line (pypi.org:443, *.npmjs.org:443, 10.0.0.5:5432, [2001:db8::1]:443); at most "
         f"{egress_rules.MAX_ENTRIES}. Used by allowlist, and by open to name a private or loopback address.",
+    )
+    # Where a scheduled task's cron is read unless the task names a zone of its own.
+    time_zone = models.CharField(
+        max_length=64, default="UTC", validators=[validate_time_zone], help_text="An IANA name, e.g. Europe/Berlin."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
