@@ -55,13 +55,13 @@ class Gateway:
         query = {name: value for name, value in (params or {}).items() if value is not None}
         return self._send("GET", path + ("?" + urllib.parse.urlencode(query) if query else ""), None)
 
-    def post(self, path: str, body: dict | None = None) -> tuple[int, dict]:
-        return self._send("POST", path, body)
+    def write(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        return self._send(method, path, body)
 
     def _send(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json", "User-Agent": USER_AGENT}
         data = None
-        if method == "POST":
+        if method != "GET":
             headers["Idempotency-Key"] = f"ncl-{uuid.uuid4()}"
             headers["Content-Type"] = "application/json"
             data = json.dumps(body or {}).encode()

@@ -13,6 +13,11 @@ class Flag:
     name: str  # --name on the command line; the API's query parameter of the same name
     help: str
     integer: bool = False
+    file: bool = False  # the flag names a file; its text is what is sent (--script PATH)
+
+    @property
+    def key(self) -> str:
+        return self.name.replace("-", "_")
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,8 @@ class Verb:
     method: str = "GET"
     arguments: tuple[str, ...] = ()  # positional ids, in the path's order
     flags: tuple[Flag, ...] = ()
+    body: tuple[Flag, ...] = ()  # a write's JSON body, from these flags (only those given)
+    required: tuple[str, ...] = ()  # body flags it cannot do without
     columns: tuple[str, ...] = ()  # a list's table; a single object is shown whole
     paged: bool = False
     people_only: bool = False  # shown in help as such; the API is what refuses an agent
@@ -50,6 +57,68 @@ class Catalog:
 
 AGENT = Flag("agent", "only this agent's (an id; `ncl agents list` shows them)", integer=True)
 SESSION = Flag("session", "only this session's (an id)", integer=True)
+
+TASK = ("task_id",)
+TASK_FIELDS = (
+    Flag("prompt", "what the agent is told to do"),
+    Flag("process-after", "one run at this time (ISO 8601; without an offset, in the task's time zone)"),
+    Flag("recurrence", 'a five-field cron, e.g. "0 9 * * 1-5"'),
+    Flag("timezone", "IANA time zone (default: the workspace's)"),
+    Flag("recurrence-policy", "catch-up-latest | catch-up-all | skip-if-missed"),
+    Flag("grace-window-seconds", "skip-if-missed: how late is too late (default 600)", integer=True),
+    Flag("script", 'a script run first; the agent wakes only if it prints {"wakeAgent": true}', file=True),
+)
+TASKS = Resource(
+    "tasks",
+    "Scheduled tasks: a prompt for an agent, once (--process-after) or on a cron (--recurrence).",
+    notes="An agent's changes answer approval-pending (exit code 3) and apply once a person approves.",
+    verbs=(
+        Verb(
+            "list",
+            "List tasks, newest first",
+            "/tasks",
+            flags=(Flag("status", "only tasks in this status (active, paused, cancelled, done)"), AGENT),
+            columns=("id", "name", "status", "recurrence", "next_run_at", "agent_id"),
+            paged=True,
+        ),
+        Verb("get", "Show one task", "/tasks/{task_id}", arguments=TASK),
+        Verb(
+            "runs",
+            "List a task's runs, newest first",
+            "/tasks/{task_id}/runs",
+            arguments=TASK,
+            columns=("id", "scheduled_for", "trigger", "status", "turn_id", "error"),
+            paged=True,
+        ),
+        Verb(
+            "create",
+            "Make a task",
+            "/tasks",
+            method="POST",
+            body=(Flag("name", "lowercase letters, digits and hyphens"), *TASK_FIELDS, AGENT),
+            required=("name", "prompt"),
+        ),
+        Verb(
+            "update",
+            "Change a task (only the flags given)",
+            "/tasks/{task_id}",
+            method="PATCH",
+            arguments=TASK,
+            body=TASK_FIELDS,
+        ),  # fmt: skip
+        Verb("run", "Run it now, once", "/tasks/{task_id}/run", method="POST", arguments=TASK),
+        Verb("pause", "Pause it", "/tasks/{task_id}/pause", method="POST", arguments=TASK),
+        Verb(
+            "resume",
+            "Resume it (missed runs are not made up)",
+            "/tasks/{task_id}/resume",
+            method="POST",
+            arguments=TASK,
+        ),
+        Verb("cancel", "Cancel it: it never runs again", "/tasks/{task_id}/cancel", method="POST", arguments=TASK),
+        Verb("delete", "Delete it and its runs", "/tasks/{task_id}", method="DELETE", arguments=TASK),
+    ),
+)
 
 CATALOG = Catalog(
     (
@@ -166,6 +235,7 @@ CATALOG = Catalog(
                 ),
             ),
         ),
+        TASKS,
         Resource(
             "tool-calls",
             "Every tool call the agents made, with its arguments (secrets redacted) and outcome.",

@@ -52,6 +52,13 @@ EFFECTS = {
     ("nanoclaw", "install_packages"): "tools.services.agents.install_packages_effect",
     ("nanoclaw", "add_mcp_server"): "tools.services.agents.add_mcp_server_effect",
     ("ncl", "sessions.stop"): "calvin.api.effects.session_stop_effect",
+    ("ncl", "tasks.create"): "calvin.api.effects.task_write_effect",
+    ("ncl", "tasks.update"): "calvin.api.effects.task_write_effect",
+    ("ncl", "tasks.pause"): "calvin.api.effects.task_write_effect",
+    ("ncl", "tasks.resume"): "calvin.api.effects.task_write_effect",
+    ("ncl", "tasks.cancel"): "calvin.api.effects.task_write_effect",
+    ("ncl", "tasks.run"): "calvin.api.effects.task_write_effect",
+    ("ncl", "tasks.delete"): "calvin.api.effects.task_write_effect",
 }
 
 

@@ -3,7 +3,7 @@
 from django.http import Http404
 from ninja import NinjaAPI
 
-from calvin.api import approvals, records, resources, sessions
+from calvin.api import approvals, records, resources, sessions, tasks
 from calvin.api.auth import TokenAuth
 from calvin.api.problems import install_handlers
 from calvin.api.schemas import MeOut
@@ -40,5 +40,5 @@ def me(request):
     }
 
 
-for module in (resources, sessions, approvals, records):
+for module in (resources, sessions, approvals, tasks, records):
     api.add_router("", module.router)

@@ -127,3 +127,42 @@ class Problem(BaseModel):
     status: int
     detail: str
     code: str
+
+
+class TaskOut(BaseModel):
+    id: int
+    agent_id: int
+    name: str
+    prompt: str
+    process_after: datetime | None
+    recurrence: str
+    timezone: str
+    recurrence_policy: str
+    grace_window_seconds: int
+    script: str
+    status: str = Field(description="active, paused, cancelled, or done (a one-off task that ran)")
+    next_run_at: datetime | None
+    consecutive_failures: int
+    paused_reason: str
+    session_id: int | None = Field(description="The session its runs' turns go to (made at its first run).")
+    created_at: datetime
+    updated_at: datetime
+
+
+class TaskRunOut(BaseModel):
+    id: int
+    task_id: int
+    scheduled_for: datetime
+    trigger: str = Field(description="schedule, catch-up (after downtime) or manual (ncl tasks run)")
+    status: str = Field(description="running, done, failed, or skipped (missed beyond the grace window)")
+    turn_id: int | None
+    error: str
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class TaskWriteOut(BaseModel):
+    status: str = Field(description="done, or approval-pending (an agent's write, waiting for a person)")
+    detail: str
+    approval: int | None = Field(None, description="The approval that now waits (approval-pending only).")
+    task: TaskOut | None = Field(None, description="The task as it is now (done only; none once deleted).")
