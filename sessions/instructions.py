@@ -27,8 +27,10 @@ NCL_REACH = {
 }
 NCL_NOTE = (
     "# ncl\n\n"
-    "`ncl` (on your PATH) reads this workspace's configuration through Calvin's API, as this agent: "
-    "agents, destinations, members, sessions and their messages, approvals, tool calls. It reaches {reach}. "
+    "`ncl` (on your PATH) reads and changes this workspace's configuration through Calvin's API, as this agent: "
+    "agents, destinations, members, sessions and their messages, approvals, tool calls, and scheduled tasks "
+    "(`ncl tasks create --name N --prompt P --recurrence \"0 9 * * 1-5\"`: each run is a turn of yours in the "
+    "task's own session; send results with send_message). It reaches {reach}. "
     "`ncl help` lists the commands; `--json` gives JSON. Reads answer at once; a change such as "
     "`ncl sessions stop` answers approval-pending (exit code 3) and runs only once a person approves it. "
     "Exit codes: 0 ok, 2 usage, 3 approval-pending, 4 not found, 5 refused, 6 gateway unreachable.\n"

@@ -140,6 +140,8 @@ class Turn(models.Model):
     batch = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     attempts = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True, default="")
+    # A scheduled task's script: the host runs it first and wakes the agent only on {"wakeAgent": true}.
+    gate_script = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -62,6 +62,8 @@ def turn_message(*, session: Session, turns: list[Turn], runner: Runner, token: 
         # Its checkouts borrow objects from the host's cache for this workspace (shown read-only).
         "workspace": session.workspace_id,
         "prompt": turn_prompt(turns),
+        # A scheduled task's guard: run first, in the sandbox (sessions/host/runner.py `_gate`).
+        "gate": next((t.gate_script for t in turns if t.gate_script), ""),
         "runner": runner_part,
         "tool_sets": list(session.agent.tool_sets) if session.agent else ["calvin", "nanoclaw"],
         # Its persistent directory on the host is keyed by it.

@@ -204,6 +204,8 @@ def _start(task: ScheduledTask, slot: datetime, trigger: str) -> TaskRun:
     message = inbox_post(session=session, text=f"Scheduled task {task.name}: {task.prompt}")
     run.turn = Turn.objects.filter(prompt=message).first()
     run.save(update_fields=["turn"])
+    if task.script and run.turn:
+        Turn.objects.filter(id=run.turn.id).update(gate_script=task.script)
     return run
 
 

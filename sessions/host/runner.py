@@ -322,6 +322,10 @@ class SessionRunner:
             return Outcome("failed", error=str(error))
         for problem in problems:
             await self._event(number, {"kind": "error", "text": problem})
+        if turn.get("gate"):
+            gated = await self._gate(str(turn["gate"]), secrets, number, extra_path, reveal)
+            if gated is not None:
+                return gated
         outcome = await self._run_process(provider, secrets, number, extra_path, reveal)
         fresh = provider.fresh() if outcome.retry_fresh else None
         if fresh is not None and not self._stop_requested:
@@ -332,6 +336,23 @@ class SessionRunner:
             outcome = await self._run_process(fresh, secrets, number, extra_path, reveal)
             outcome.usage = usage_added(spent, outcome.usage)
         return outcome
+
+    async def _gate(self, script: str, secrets, number, extra_path, reveal) -> Outcome | None:
+        """A scheduled task's script, run first in the same sandbox: the agent wakes (None) only
+        if its last line of output is {"wakeAgent": true}; otherwise the turn ends here, and costs
+        no tokens. A script that fails fails the run."""
+        gate = self._provider({"provider": {"kind": "command", "command": ["sh", "-c", script]}}, "")
+        ran = await self._run_process(gate, secrets, number, extra_path, reveal)
+        if ran.status != "done":
+            return Outcome("failed", error=f"the task's script failed: {ran.error}"[:2000])
+        lines = [line for line in ran.reply.splitlines() if line.strip()]
+        try:
+            said = json.loads(lines[-1]) if lines else None
+        except ValueError:
+            said = None
+        if isinstance(said, dict) and said.get("wakeAgent") is True:
+            return None
+        return Outcome("done", reply='(the task\'s script did not print {"wakeAgent": true}: the agent was not woken)')
 
     def _provider(self, turn: dict, prompt: str) -> Provider:
         return provider_for(
