@@ -1,7 +1,7 @@
 from django.urls import path
 
 from calvin.accounts.invitation_views import invitation_page
-from calvin.dashboard import api_tokens, chart_views, secret_form, secrets, views, workspace_views
+from calvin.dashboard import api_tokens, chart_views, scheduled_tasks, secret_form, secrets, views, workspace_views
 from calvin.dashboard import people as people_views
 
 app_name = "dashboard"
@@ -51,6 +51,13 @@ urlpatterns = [
         "w/<slug:slug>/people/invitations/<int:invitation_id>/revoke/",
         people_views.invitation_revoke_view,
         name="invitation-revoke",
+    ),
+    # Scheduled tasks (calvin/dashboard/scheduled_tasks.py)
+    path("w/<slug:slug>/tasks/", scheduled_tasks.scheduled_tasks_page, name="scheduled-tasks"),
+    path(
+        "w/<slug:slug>/tasks/<int:task_id>/<str:action>/",
+        scheduled_tasks.scheduled_task_action,
+        name="scheduled-task-action",
     ),
     # A person's API tokens (calvin/dashboard/api_tokens.py)
     path("w/<slug:slug>/tokens/", api_tokens.api_tokens_page, name="api-tokens"),

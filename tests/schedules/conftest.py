@@ -8,7 +8,8 @@ from calvin.schedules.specs import TaskCreate
 from calvin.workspaces.models import Agent, Member
 from sessions.hosts import host_create
 from sessions.models import Host
-from tests.api.conftest import other_workspace  # noqa: F401  (fixture)
+from tests.api.conftest import other_workspace  # noqa: F401  (fixtures)
+from tests.dashboard.conftest import browser, page, plain_member  # noqa: F401
 
 # A Monday in January: no DST change near it anywhere.
 START = datetime(2027, 1, 4, 8, 0, tzinfo=UTC)
