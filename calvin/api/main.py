@@ -5,11 +5,25 @@ from ninja import NinjaAPI
 
 from calvin.api import approvals, records, resources, sessions, tasks
 from calvin.api.auth import TokenAuth
-from calvin.api.problems import install_handlers
+from calvin.api.problems import CONTENT_TYPE, install_handlers
 from calvin.api.schemas import MeOut
 from calvin.workspaces.models import Workspace
 
-api = NinjaAPI(
+
+class CalvinAPI(NinjaAPI):
+    def get_openapi_schema(self, *args, **kwargs):
+        """Errors are documented as they are sent: application/problem+json (RFC 9457)."""
+        schema = super().get_openapi_schema(*args, **kwargs)
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                for status, response in (operation.get("responses") or {}).items():
+                    content = response.get("content") or {}
+                    if str(status)[:1] in "45" and "application/json" in content:
+                        content[CONTENT_TYPE] = content.pop("application/json")
+        return schema
+
+
+api = CalvinAPI(
     title="Calvin API",
     version="1",
     description=(
