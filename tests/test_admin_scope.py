@@ -28,6 +28,7 @@ from calvin.api.models import ApiToken
 from calvin.audit.models import AuditEvent
 from calvin.chat.models import SlackEvent, SlackInstallation, SlackLane, SlackPost
 from calvin.previews.models import Preview
+from calvin.schedules.models import ScheduledTask, TaskRun
 from calvin.workspaces.models import (
     Agent,
     DailyUsage,
@@ -176,6 +177,20 @@ TENANT_FACTORIES = {
     ),
     AuditEvent: lambda ws, tag, made: AuditEvent.objects.create(
         workspace=ws, verb="test.row", actor_label=f"{tag} actor", target_label=f"{tag} target"
+    ),
+    # A task's name is lowercase: its prompt and its agent's name carry the marker too.
+    ScheduledTask: lambda ws, tag, made: ScheduledTask.objects.create(
+        workspace=ws,
+        agent=made[Agent],
+        name=f"{tag.lower()}-task",
+        prompt=f"{tag} prompt",
+        recurrence="0 * * * *",
+        time_zone="UTC",
+        next_run_at=timezone.now() + timedelta(hours=1),
+        created_by=made[Member],
+    ),  # fmt: skip
+    TaskRun: lambda ws, tag, made: TaskRun.objects.create(
+        task=made[ScheduledTask], scheduled_for=timezone.now(), turn=made[Turn], error=f"{tag} error"
     ),
 }
 
