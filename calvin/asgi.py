@@ -9,6 +9,22 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_app = get_asgi_application()
 
+from django.core.signals import request_finished  # noqa: E402
+from django.db import connections  # noqa: E402
+
+
+def _close_request_connections(**kwargs):
+    """Under ASGI, Django runs each request's synchronous code in a thread of its own: a connection
+    kept for CONN_MAX_AGE outlived its thread, one per request, until PostgreSQL refused new
+    clients (bench/api.py at 20 clients). Closed as the request ends; the MCP tools' and the
+    workers' threads live on and keep theirs. A test's transaction (an atomic block) is left be."""
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+request_finished.connect(_close_request_connections, dispatch_uid="calvin.asgi.close_request_connections")
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

@@ -114,7 +114,7 @@ def task_update(*, task_id: int, change: TaskChange, actor=None, now: datetime |
     if task.status not in LIVE:
         raise TaskRefused(f"task {task.name} is {task.status}: it cannot be changed")
     changes = _apply(task, change)
-    if task.status == ScheduledTask.Status.ACTIVE or {"process_after", "recurrence", "time_zone"} & set(changes):
+    if {"process_after", "recurrence", "time_zone"} & set(changes):  # the cron check is the costly part
         _when(task, now=now or timezone.now())
     task.save()
     audit_record(verb="task.update", workspace=task.workspace_id, actor=actor, target=task, changes=changes)
