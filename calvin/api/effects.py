@@ -31,8 +31,7 @@ def task_write_effect(call: ToolCall) -> dict:
         if verb == "update":
             services.task_update(task_id=task_id, change=TaskChange(**arguments), actor=person)
             return {"outcome": f"task {task_id} changed", "task": task_id}
-        action = {"pause": services.task_pause, "resume": services.task_resume, "cancel": services.task_cancel,
-                  "run": services.task_run_now, "delete": services.task_delete}[verb]  # fmt: skip
+        action = services.TASK_VERBS[verb]
         action(task_id=task_id, actor=person)
         return {"outcome": f"task {task_id}: {verb} done", "task": task_id}
     except services.TaskRefused as exc:

@@ -21,13 +21,6 @@ from calvin.workspaces.models import Member
 router = Router(tags=["tasks"])
 WRITES = {200: TaskWriteOut, 201: TaskWriteOut, 202: TaskWriteOut, 403: ProblemOut, 404: ProblemOut, 409: ProblemOut,
           422: ProblemOut}  # fmt: skip
-VERBS = {
-    "pause": services.task_pause,
-    "resume": services.task_resume,
-    "cancel": services.task_cancel,
-    "run": services.task_run_now,
-    "delete": services.task_delete,
-}
 
 
 class TaskQuery(PageQuery):
@@ -75,7 +68,7 @@ def _person(principal) -> Member:
 
 
 def _may_change(member: Member, task: ScheduledTask) -> None:
-    if not (member.is_admin or task.created_by_id == member.id):
+    if not task.may_be_changed_by(member):
         raise Problem(403, "only the person who made this task or a workspace admin can change it")
 
 
@@ -166,11 +159,11 @@ def _verb(request, task_id: int, verb: str):
         task = scope.one(tasks_visible(principal), task_id, "task")
         if principal.is_agent:
             if verb != "delete":
-                _checked(lambda: VERBS[verb](task_id=task.id))
+                _checked(lambda: services.TASK_VERBS[verb](task_id=task.id))
             return _ask(principal, f"tasks.{verb}", {"task": task.id}, f"{verb} scheduled task {task.name}")
         member = _person(principal)
         _may_change(member, task)
-        outcome = VERBS[verb](task_id=task.id, actor=member)
+        outcome = services.TASK_VERBS[verb](task_id=task.id, actor=member)
         if verb == "delete":
             return _done(f"task {outcome} deleted")
         if verb == "run":

@@ -12,28 +12,19 @@ from calvin.api.problems import validation_detail
 from calvin.dashboard.selectors import member_for_slug
 from calvin.schedules import services
 from calvin.schedules.models import ScheduledTask
+from calvin.schedules.selectors import tasks_with_last_runs
 from calvin.schedules.specs import TaskCreate
 from calvin.workspaces.models import Agent
 
-ACTIONS = {
-    "pause": services.task_pause,
-    "resume": services.task_resume,
-    "run": services.task_run_now,
-    "cancel": services.task_cancel,
-}
+ACTIONS = {name: services.TASK_VERBS[name] for name in ("pause", "resume", "run", "cancel")}  # not delete
 FORM_FIELDS = ("name", "prompt", "recurrence", "process_after", "timezone", "recurrence_policy", "grace_window_seconds")
 
 
 def _page(request, member, *, problem: str = "", given=None, status: int = 200):
-    tasks = (
-        ScheduledTask.objects.filter(workspace_id=member.workspace_id)
-        .select_related("agent", "created_by__user", "session")
-        .order_by("status", "next_run_at", "name")
-    )
-    shown = []
-    for task in tasks:
-        last = task.runs.order_by("-scheduled_for").first()
-        shown.append({"task": task, "last": last, "mine": member.is_admin or task.created_by_id == member.id})
+    shown = [
+        {"task": task, "last": last, "mine": task.may_be_changed_by(member)}
+        for task, last in tasks_with_last_runs(member.workspace_id)
+    ]
     context = {
         "workspace": member.workspace,
         "me": member,
@@ -79,7 +70,7 @@ def scheduled_task_action(request, slug: str, task_id: int, action: str):
     task = ScheduledTask.objects.filter(id=task_id, workspace_id=member.workspace_id).first()
     if task is None or action not in ACTIONS:
         raise Http404("no such task in this workspace")
-    if not (member.is_admin or task.created_by_id == member.id):
+    if not task.may_be_changed_by(member):
         messages.error(request, "Only the person who made this task or a workspace admin can change it.")
         return redirect("dashboard:scheduled-tasks", slug=slug)
     try:

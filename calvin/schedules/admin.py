@@ -12,6 +12,7 @@ from calvin.admin_scope import WorkspaceScopedAdmin
 from calvin.operators import OperatorRefused, operator_check, operator_for
 from calvin.schedules import services
 from calvin.schedules.models import ScheduledTask, TaskRun
+from calvin.schedules.selectors import with_last_run
 from calvin.schedules.specs import TaskChange
 
 EDITABLE = ("prompt", "process_after", "recurrence", "time_zone", "recurrence_policy", "grace_window_seconds", "script")
@@ -73,10 +74,13 @@ class ScheduledTaskAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
               "paused_reason", "session", "created_by", "created_by_session", "created_at", "updated_at")  # fmt: skip
     actions = [pause, resume, cancel, run_now]
 
+    def get_queryset(self, request):
+        return with_last_run(super().get_queryset(request))
+
     @admin.display(description="last run")
     def last_run(self, task: ScheduledTask) -> str:
-        run = task.runs.order_by("-scheduled_for").first()
-        return f"{run.status} {run.scheduled_for:%Y-%m-%d %H:%M}" if run else "-"
+        at = getattr(task, "last_run_at", None)
+        return f"{task.last_run_status} {at:%Y-%m-%d %H:%M}" if at else "-"
 
     def has_add_permission(self, request):
         return False  # made with ncl or the API, by a person or (approved) by its agent

@@ -65,6 +65,10 @@ class ScheduledTask(models.Model):
     def recurring(self) -> bool:
         return bool(self.recurrence)
 
+    def may_be_changed_by(self, member) -> bool:
+        """Its maker, or the workspace's owners and admins."""
+        return member.workspace_id == self.workspace_id and (member.is_admin or self.created_by_id == member.id)
+
 
 class TaskRun(models.Model):
     class Status(models.TextChoices):

@@ -72,7 +72,7 @@ def _apply(task: ScheduledTask, change: TaskChange) -> dict:
         if value is None and name not in ("process_after",):
             continue
         before = getattr(task, name)
-        setattr(task, name, value if value is not None else None)
+        setattr(task, name, value)
         changes[name] = (str(before) if before is not None else None, str(value) if value is not None else None)
     return changes
 
@@ -312,3 +312,13 @@ def task_run_finished(*, turn_id: int, status: str, error: str = "") -> TaskRun 
             if thread_id:
                 system_notice_post(thread_id=thread_id, text=notice)
     return run
+
+
+# A task's one-word changes by name (ncl tasks <verb>, the API, the dashboard, an approved write).
+TASK_VERBS = {
+    "pause": task_pause,
+    "resume": task_resume,
+    "cancel": task_cancel,
+    "run": task_run_now,
+    "delete": task_delete,
+}
