@@ -1,9 +1,12 @@
 """The approvals' operator actions: approve, deny, expire now; each through approvals.services
-(its compare-and-swap and its owner-or-admin rule), after a confirmation page."""
+(its compare-and-swap and its owner-or-admin rule), after a confirmation page. And the allow
+rules' revoke, through approvals.rule_services."""
 
 from django.utils import timezone
 
-from approvals.models import PendingApproval
+from approvals.cards import when
+from approvals.models import ApprovalRule, PendingApproval
+from approvals.rule_services import approval_rule_revoke
 from approvals.services import ApprovalRefused, approval_decide, approval_expire_now
 from calvin.admin_actions import operator_action
 from calvin.operators import operator_for
@@ -82,4 +85,26 @@ expire_selected = operator_action(
     perform=_expire,
     refusals=(ApprovalRefused,),
     noun="Approval",
+)
+
+
+def _revoke_plan(rule: ApprovalRule) -> str:
+    if rule.revoked_at is not None:
+        return f"nothing: it was revoked {when(rule.revoked_at)}"
+    where = f"session {rule.session_id}" if rule.scope == ApprovalRule.Scope.SESSION else f"agent {rule.agent}"
+    return f"revoke {rule.label} ({where}) — what it allowed is asked again"
+
+
+def _revoke(request, rule: ApprovalRule) -> str:
+    return approval_rule_revoke(rule_id=rule.id, actor=operator_for(request.user, rule.workspace_id))
+
+
+revoke_rules = operator_action(
+    name="revoke_rules",
+    description="Revoke selected",
+    verb="Revoke",
+    plan=_revoke_plan,
+    perform=_revoke,
+    refusals=(ApprovalRefused,),
+    noun="Rule",
 )

@@ -3,10 +3,13 @@
 Host-side, never trusted to the agent. A rule names a tool (on its server, or a source
 that is not an MCP server: Claude Code's permission prompts, `ncl`) and the conditions
 under which it runs without asking: the calling agent's `cli_scope`, the session's
-permission mode. A later issue adds a row here, not another engine.
+permission mode. A later issue adds a row here, not another engine. Who decides an approval
+once asked is at the end (session_owner_decides).
 """
 
 from dataclasses import dataclass
+
+from calvin.workspaces.models import Workspace
 
 ANY_TOOL = "*"
 
@@ -78,3 +81,21 @@ def approval_needed(
     if cli_scope is not None and cli_scope in rule.unless_cli_scopes:
         return False
     return not (permission_mode is not None and permission_mode in rule.unless_permission_modes)
+
+
+# Who decides. An approval is decided by the workspace's owners and admins and, for most kinds, by
+# the person who started the session. Seed 002's self-modification ("an admin gets an approval
+# card") changes what every later session of the agent runs, so its starter decides it only where
+# the workspace says so (Workspace.self_modification_deciders).
+SELF_MODIFICATION = frozenset({"install_packages", "add_mcp_server", "create_agent"})
+
+
+def session_owner_decides(*, kind: str, deciders: str) -> bool:
+    """Whether the person who started the session may decide an approval of `kind`, given the
+    workspace's `self_modification_deciders`; owners and admins of the workspace always may."""
+    return kind not in SELF_MODIFICATION or deciders == Workspace.SelfModificationDeciders.ADMINS_AND_OWNER
+
+
+def approval_session_owner_decides(approval) -> bool:
+    """session_owner_decides for a PendingApproval, by its session's workspace's setting."""
+    return session_owner_decides(kind=approval.kind, deciders=approval.session.workspace.self_modification_deciders)

@@ -9,16 +9,19 @@ every outcome as a system message in its session; the card is edited in place.
 
 import logging
 from datetime import timedelta
+from typing import NoReturn
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from approvals.cards import approval_card, duration
+from approvals.cards import approval_card, duration, title_of, when
 from approvals.models import PendingApproval
+from approvals.policy import approval_session_owner_decides
 from calvin.chat import ChatPermanentError
 from calvin.events import ApprovalChanged, ToolCallChanged, announce
-from calvin.workspaces.models import Workspace
+from calvin.workspaces.models import Member, Workspace
 from secrets_vault.services import session_text_redacted
 from tools.models import ToolCall
 
@@ -144,9 +147,34 @@ def approval_expiry_bound(*, approval: PendingApproval, seconds: float) -> Pendi
 
 
 def approval_may_decide(*, member, approval: PendingApproval) -> bool:
-    """The person who started the session, or an owner or admin of its workspace (the rule
-    the session's questions follow too: Session.may_be_decided_by)."""
-    return approval.session.may_be_decided_by(member)
+    """An owner or admin of the approval's workspace, or the person who started its session
+    (Session.may_be_decided_by) unless it is an agent's change to itself that the workspace leaves
+    to its owners and admins (approvals.policy.session_owner_decides)."""
+    session = approval.session
+    if not session.may_be_decided_by(member):
+        return False
+    return member.is_admin or approval_session_owner_decides(approval)
+
+
+def approval_refusal(approval: PendingApproval) -> str:
+    """What a person who may not decide `approval` is told."""
+    if approval_session_owner_decides(approval):
+        return "only the person who started this session or an owner or admin of its workspace can decide this"
+    return (
+        "only the workspace's owners and admins can decide an agent's changes to itself"
+        " (install_packages, add_mcp_server, create_agent)"
+    )
+
+
+def approval_deciders(approval: PendingApproval) -> list[Member]:
+    """The people approval_may_decide lets decide it: the workspace's owners and admins, and the
+    person who started the session where they decide too (first, as the one most likely waiting)."""
+    session = approval.session
+    who = Q(role__in=(Member.Role.OWNER, Member.Role.ADMIN))
+    if session.owner_id and approval_session_owner_decides(approval):
+        who |= Q(id=session.owner_id)
+    people = Member.objects.filter(who, workspace_id=session.workspace_id).select_related("user")
+    return sorted(people, key=lambda m: (m.id != session.owner_id, m.id))
 
 
 def _already(approval: PendingApproval) -> str:
@@ -171,24 +199,36 @@ def approval_decide(*, approval_id: int, member, approve: bool, via: str) -> str
     changes nothing (not theirs to decide, already decided, expired)."""
     if via not in PendingApproval.Via.values:
         raise ValueError(f"unknown channel {via!r}")
-    approval = PendingApproval.objects.select_related("session").filter(id=approval_id).first()
+    approval = PendingApproval.objects.select_related("session__workspace").filter(id=approval_id).first()
     if approval is None:
         raise ApprovalRefused(f"there is no approval {approval_id}")
     if not approval_may_decide(member=member, approval=approval):
-        raise ApprovalRefused(
-            "only the person who started this session or an owner or admin of its workspace can decide this"
-        )
+        raise ApprovalRefused(approval_refusal(approval))
     with transaction.atomic():
-        target = S.APPROVED if approve else S.DENIED
-        if PendingApproval.transition(approval.id, source=S.PENDING, target=target, decided_by=member, decided_via=via):
-            approval.refresh_from_db()
-            _decision_audited(approval, member=member, approve=approve, via=via)
-            if not _decided(approval, member=member, approve=approve):
-                return f"Approved: {approval.summary}, but {CHANGED}. The agent is told."
-            verb = "Approved" if approve else "Denied"
-            return f"{verb}: {approval.summary}" + (". Applying it now." if approve else ". The agent is told.")
-    # Changed nothing: someone decided first, or it expired (the sweep may not have run yet).
-    # The card pressed may be stale: render it again from the current state.
+        decision = approval_decision_take(approval, member=member, approve=approve, via=via)
+        if decision is not None:
+            return decision[1]
+    approval_decision_lost(approval)
+
+
+def approval_decision_take(approval: PendingApproval, *, member, approve: bool, via: str) -> tuple[bool, str] | None:
+    """In the caller's transaction, for a person approval_may_decide lets decide: the
+    compare-and-swap and what follows it. None when it changed nothing; else (whether the call
+    goes on as the card showed it, the text shown to the person)."""
+    target = S.APPROVED if approve else S.DENIED
+    if not PendingApproval.transition(approval.id, source=S.PENDING, target=target, decided_by=member, decided_via=via):
+        return None
+    approval.refresh_from_db()
+    _decision_audited(approval, member=member, approve=approve, via=via)
+    if not _decided(approval, member=member, approve=approve):
+        return False, f"Approved: {approval.summary}, but {CHANGED}. The agent is told."
+    verb = "Approved" if approve else "Denied"
+    return True, f"{verb}: {approval.summary}" + (". Applying it now." if approve else ". The agent is told.")
+
+
+def approval_decision_lost(approval: PendingApproval) -> NoReturn:
+    """A decision that changed nothing: someone decided first, or it expired (the sweep may not
+    have run yet). The card pressed may be stale: render it again from the current state."""
     if not approval_expire(approval_id=approval.id):
         _changed(approval.id, card="stale")
     approval = PendingApproval.objects.select_related("decided_by").get(id=approval.id)
@@ -233,10 +273,19 @@ def _decided(approval: PendingApproval, *, member, approve: bool) -> bool:
     return True
 
 
+# A permission prompt's card's "Allow for this session" / "Allow always for this agent": the rule's scope.
+ALLOW_BUTTONS = {"allow_session": "session", "allow_agent": "agent"}
+
+
 def approval_decision_pressed(*, thread, member, target_id: int, value: str, via: str) -> str:
     """A press on an approval card's button (calvin/dashboard/actions.py)."""
     from calvin.presses import ActionRefused
 
+    if value in ALLOW_BUTTONS:
+        from approvals.rule_services import approval_allow_pressed
+
+        # Slack's buttons carry no text: a Bash rule takes the command's leading words (rules.prefix_default).
+        return approval_allow_pressed(thread=thread, member=member, target_id=target_id, value=value, via=via)
     if value not in ("approve", "deny"):
         raise ActionRefused("that is not one of the card's buttons")
     if not PendingApproval.objects.filter(id=target_id, session__thread_id=thread.id).exists():
@@ -354,13 +403,90 @@ def approvals_sweep(*, now) -> dict:
     return {"expired": expired, "cards_missing": missing_ids}
 
 
+# Remind
+
+
+def _mention(member: Member) -> str:
+    """A person named in a thread's text: Slack's `<@U…>` where they have a Slack id (Slack notifies
+    them; the web channel shows their name), else @ and their name, escaped as mrkdwn text."""
+    if member.slack_user_id:
+        return f"<@{member.slack_user_id}>"
+    return "@" + _mrkdwn_text(str(member))
+
+
+def _mrkdwn_text(text: str) -> str:
+    """Text that stays text in mrkdwn (Slack and the web channel): no link, mention or entity."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _reminder_text(approval: PendingApproval, *, deciders: list[Member], now) -> str:
+    from calvin.chat.links import thread_url
+
+    session = approval.session
+    agent = f"agent {session.agent.name}" if session.agent else "the agent"
+    link = thread_url(session.thread_id)
+    card = approval.card_platform_ids.get("message_id")
+    if isinstance(card, int):
+        link += f"#message-{card}"
+    who = ", ".join(_mention(m) for m in deciders)
+    what = _mrkdwn_text(f"{agent} asks to {title_of(approval)} ({approval.summary})")
+    waited = now - approval.requested_at
+    if waited >= timedelta(minutes=1):  # whole minutes: "31 min", not "1862 s"
+        waited = timedelta(minutes=waited // timedelta(minutes=1))
+    return (
+        f"Reminder: {who}: approval {approval.id} has waited {duration(waited)} for a decision:"
+        f" {what}. Approve or deny it on <{link}|its card>; it expires {when(approval.expires_at)}."
+    )
+
+
+def _remind_bound() -> timedelta | None:
+    minutes = settings.CALVIN_APPROVAL_REMIND_MINUTES
+    return timedelta(minutes=minutes) if minutes > 0 else None
+
+
+@transaction.atomic
+def approval_remind(*, approval_id: int, now) -> bool:
+    """Remind the people who may decide an approval still waiting past CALVIN_APPROVAL_REMIND_MINUTES:
+    a notice in its thread naming them. Once: the conditional update that sets reminded_at claims
+    it, so of two sweeps (or a retry) only the one that changed the row posts."""
+    bound = _remind_bound()
+    if bound is None:
+        return False
+    claimed = PendingApproval.objects.filter(
+        id=approval_id,
+        status=S.PENDING,
+        expires_at__gt=now,
+        requested_at__lte=now - bound,
+        reminded_at__isnull=True,
+    ).update(reminded_at=now)
+    if claimed != 1:
+        return False
+    from sessions.services import system_notice_post
+
+    approval = PendingApproval.objects.select_related("session__agent", "session__workspace").get(id=approval_id)
+    deciders = approval_deciders(approval)
+    system_notice_post(thread_id=approval.session.thread_id, text=_reminder_text(approval, deciders=deciders, now=now))
+    return True
+
+
+def approvals_remind(*, now) -> int:
+    """Beat: remind of every approval that has waited too long and was not reminded yet."""
+    bound = _remind_bound()
+    if bound is None:
+        return 0
+    due = PendingApproval.objects.filter(
+        status=S.PENDING, expires_at__gt=now, requested_at__lte=now - bound, reminded_at__isnull=True
+    ).order_by("requested_at", "id")
+    return sum(approval_remind(approval_id=i, now=now) for i in due.values_list("id", flat=True)[:EXPIRE_BATCH])
+
+
 # The card
 
 
 def _locked(approval_id: int) -> PendingApproval | None:
     return (
         PendingApproval.objects.select_for_update(of=("self",))
-        .select_related("session__agent", "session__thread", "decided_by", "tool_call")
+        .select_related("session__agent", "session__thread", "session__workspace", "decided_by", "tool_call")
         .filter(id=approval_id)
         .first()
     )

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.utils import timezone
 
-from approvals.services import approval_card_post, approval_card_refresh, approvals_sweep
+from approvals.services import approval_card_post, approval_card_refresh, approvals_remind, approvals_sweep
 from calvin.chat import ChatTemporaryError
 
 
@@ -28,3 +28,9 @@ def sweep_approvals() -> int:
     for approval_id in swept["cards_missing"]:
         post_approval_card.delay(approval_id)
     return swept["expired"]
+
+
+@shared_task(retry_database_errors=False)  # beat runs it again
+def remind_approvals() -> int:
+    """Beat: remind the people who may decide of approvals waiting past CALVIN_APPROVAL_REMIND_MINUTES."""
+    return approvals_remind(now=timezone.now())

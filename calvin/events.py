@@ -58,6 +58,13 @@ class SessionChanged(ThreadEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PreviewsChanged(ThreadEvent):
+    """A session's live previews changed: one made, moved to another port, limited, or ended."""
+
+    session_id: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class SessionStopped(ThreadEvent):
     """A person (or a cap) stopped a session: its agent's processes end (its previews with them)."""
 

@@ -188,6 +188,8 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CALVIN_SWEEP_SECONDS = env.float("CALVIN_SWEEP_SECONDS", default=15.0)
 CALVIN_STUCK_APPLYING_SECONDS = env.float("CALVIN_STUCK_APPLYING_SECONDS", default=60.0)
 CALVIN_LOST_PENDING_SECONDS = env.float("CALVIN_LOST_PENDING_SECONDS", default=30.0)
+# An approval nobody decided this long after it was asked reminds the people who may decide, once (0: never).
+CALVIN_APPROVAL_REMIND_MINUTES = env.float("CALVIN_APPROVAL_REMIND_MINUTES", default=30.0)
 # Scheduled tasks (calvin/schedules): how often beat looks for due ones; the shortest interval a
 # recurrence may have (a cron firing every minute is refused); failures in a row that pause a task.
 CALVIN_TASK_TICK_SECONDS = env.float("CALVIN_TASK_TICK_SECONDS", default=10.0)
@@ -197,6 +199,8 @@ CELERY_BEAT_SCHEDULE = {
     "tool-calls-sweep": {"task": "tools.tasks.sweep_tool_calls", "schedule": CALVIN_SWEEP_SECONDS},
     # Expires approvals nobody decided within their workspace's timeout; posts cards whose post was lost.
     "approvals-sweep": {"task": "approvals.tasks.sweep_approvals", "schedule": CALVIN_SWEEP_SECONDS},
+    # Reminds the people who may decide of approvals waiting longer than CALVIN_APPROVAL_REMIND_MINUTES.
+    "approvals-remind": {"task": "approvals.tasks.remind_approvals", "schedule": CALVIN_SWEEP_SECONDS},
     # Queues again the turns of hosts whose heartbeat lapsed (also done on every host heartbeat).
     "hosts-sweep": {"task": "sessions.tasks.sweep_hosts", "schedule": CALVIN_SWEEP_SECONDS},
     # Queues again the drains of Slack lanes whose posts wait with nobody serving them (a lost drain).
@@ -259,6 +263,11 @@ CALVIN_SLACK_HTTP_TIMEOUT = env.float("CALVIN_SLACK_HTTP_TIMEOUT", default=10.0)
 CALVIN_SLACK_POST_ATTEMPTS = env.int("CALVIN_SLACK_POST_ATTEMPTS", default=6)
 # Slack retries an event for about an hour: rows kept longer only serve the audit, then go.
 CALVIN_SLACK_EVENTS_KEEP_DAYS = env.float("CALVIN_SLACK_EVENTS_KEEP_DAYS", default=7.0)
+# Slack's limit on conversations.replies and conversations.history for apps outside its
+# Marketplace: one call a minute per team and method, 15 messages a call. A Marketplace app
+# (Tier 3: about 50 a minute, 1,000 a call) may set 1.2 and 200; 0 makes no claim at all.
+CALVIN_SLACK_READ_INTERVAL_SECONDS = env.float("CALVIN_SLACK_READ_INTERVAL_SECONDS", default=60.0)
+CALVIN_SLACK_READ_PAGE = env.int("CALVIN_SLACK_READ_PAGE", default=15)
 
 # A host's answer to a file request arrives in 256 KiB chunks on one channel: room for 100 MiB + 1.
 HOST_REPLY_CAPACITY = {"hostreply*": 500, "preview*": 200}
@@ -271,8 +280,16 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
                 # channels_redis polls with a 5 s blocking read; redis-py 8's default 5 s
-                # socket timeout would cut every idle websocket consumer off at 5 s.
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                # socket timeout would cut every idle websocket consumer off at 5 s. redis-py's
+                # pool holds 100 connections and then raises: hundreds of pages closing at once
+                # (a deploy, a network blip) each leave their groups at the same moment.
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 30,
+                        "max_connections": env.int("CALVIN_CHANNEL_LAYER_CONNECTIONS", default=2000),
+                    }
+                ],
                 "prefix": env("CALVIN_CHANNEL_PREFIX", default="calvin"),
                 "channel_capacity": HOST_REPLY_CAPACITY,
                 "capacity": CHANNEL_CAPACITY,

@@ -6,6 +6,7 @@ from calvin import health
 from calvin.api.main import api
 from calvin.dashboard.views import favicon
 from calvin.static_files import static_serve
+from tools import inbox_views
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -16,6 +17,13 @@ urlpatterns = [
     path("readyz", health.readiness, name="readyz"),
     # Browsers ask for /favicon.ico whatever the page links: send them to the SVG, not a 404.
     path("favicon.ico", favicon, name="favicon"),
+    # Host daemons fetch agents' inbox files here, with their host token (tools/inbox_views.py).
+    path("hosts/inbox-files/<int:file_id>/", inbox_views.inbox_file_download, name="inbox_file_download"),
+    path(
+        "hosts/inbox-files/<int:file_id>/delivered/",
+        inbox_views.inbox_file_delivered_view,
+        name="inbox_file_delivered",
+    ),
     path("accounts/", include("calvin.accounts.urls")),
     path("", include("calvin.chat.slack.urls")),
     path("", include("calvin.dashboard.urls")),

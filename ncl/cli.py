@@ -199,15 +199,20 @@ def _run(verb: Verb, args, gateway: Gateway) -> int:
         else:
             print(f"{output.printable(body.get('status', 'done'))}: {output.printable(body.get('detail', ''))}")
         return APPROVAL_PENDING if status == 202 else OK
-    if not verb.paged:
-        _, body = gateway.get(path)
-        print(output.as_json(body) if _json(args) else output.record(body))
-        return OK
     params = {
         flag.name: getattr(args, f"query_{flag.name}")
         for flag in verb.flags
         if flag.name != "agent" or "{agent}" not in verb.path
     }
+    if not verb.paged:
+        _, body = gateway.get(path, params)
+        if _json(args):
+            print(output.as_json(body))
+        elif verb.items_key:
+            print(output.table(body.get(verb.items_key) or [], verb.columns))
+        else:
+            print(output.record(body))
+        return OK
     params |= {"limit": args.limit, "cursor": args.cursor}
     items, next_cursor = _pages(gateway, path, params, every=args.all)
     if _json(args):

@@ -32,6 +32,7 @@ class Verb:
     required: tuple[str, ...] = ()  # body flags it cannot do without
     columns: tuple[str, ...] = ()  # a list's table; a single object is shown whole
     paged: bool = False
+    items_key: str = ""  # a single object whose list under this key is the table (usage's meters)
     people_only: bool = False  # shown in help as such; the API is what refuses an agent
 
 
@@ -266,6 +267,27 @@ CATALOG = Catalog(
                     flags=(Flag("verb", "only events of this verb (e.g. approval.approve)"),),
                     columns=("id", "at", "verb", "actor_label", "target_type", "target_label", "via"),
                     paged=True,
+                ),
+            ),
+        ),
+        Resource(
+            "usage",
+            "The workspace's quotas, what was used of them, and its days (people, and agents with cli_scope global).",
+            verbs=(
+                Verb(
+                    "show",
+                    "Each quota with what was used of it: today for daily ones, this month for the others",
+                    "/usage",
+                    columns=("key", "used", "limit", "unit", "percent", "resets"),
+                    items_key="meters",
+                ),
+                Verb(
+                    "days",
+                    "The UTC days with any use, newest first",
+                    "/usage",
+                    flags=(Flag("days", "how many days back, today included (1..366; default 30)", integer=True),),
+                    columns=("day", "tool_calls", "turns", "agent_seconds", "cost_usd"),
+                    items_key="days",
                 ),
             ),
         ),

@@ -8,7 +8,7 @@ Everything here is a thin adapter: sessions/hosts.py, scheduling.py and turns.py
 import json
 import logging
 
-from channels.db import database_sync_to_async
+from channels.db import DatabaseSyncToAsync
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from calvin.sockets import EndsOnClosedSocket
@@ -16,6 +16,7 @@ from sessions import hosts, scheduling, turns
 from sessions.host_link import HOSTS_GROUP
 from sessions.stream_relay import LOCAL_RELAYS, StreamRelay
 from tools.auth import bearer_token
+from tools.services.code_channel_checkouts import code_channel_checkout_record
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,15 @@ LAPSED = 4408
 MAX_PENDING_REQUESTS = 64
 
 
-@database_sync_to_async
+def _off_loop(fn):
+    """`fn` in the process's thread pool, each thread on its own database connection. Channels'
+    default runs every consumer's calls on one shared thread: with many hosts their claims,
+    reports and heartbeats queued there, pings went unread and live hosts were swept as lapsed
+    (bench/gateway_scale.py). One consumer still awaits its calls one at a time, in order."""
+    return DatabaseSyncToAsync(fn, thread_sensitive=False)
+
+
+@_off_loop
 def _host_id_for(token: str) -> int | None:
     host = hosts.host_for_token(token) if token else None
     return host.id if host else None
@@ -55,7 +64,7 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
             await streams.host_gone()
         if getattr(self, "host_id", None) is not None:
             await self.channel_layer.group_discard(HOSTS_GROUP, self.channel_name)
-            await database_sync_to_async(hosts.host_disconnected)(host_id=self.host_id, channel_name=self.channel_name)
+            await _off_loop(hosts.host_disconnected)(host_id=self.host_id, channel_name=self.channel_name)
 
     def without_database(self, message) -> bool:
         """Preview streams' messages only pass bytes on: from the gateway's side (preview.*), and
@@ -97,6 +106,8 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
             await self._heartbeat()
         elif kind in ("turn.started", "turn.event", "turn.finished"):
             await self._turn_report(kind, content)
+        elif kind == "turn.checkout":
+            await self._checkout_report(content)
         elif kind in ("reply", "reply.chunk"):
             await self._reply(content)
         elif kind.startswith("stream."):
@@ -115,7 +126,7 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
             for r in content.get("runners", [])
             if isinstance(r, dict) and isinstance(r.get("session"), int) and isinstance(r.get("generation"), int)
         ]
-        registration = await database_sync_to_async(hosts.host_register)(
+        registration = await _off_loop(hosts.host_register)(
             host_id=self.host_id,
             channel_name=self.channel_name,
             capacity=number("capacity", 1),
@@ -139,13 +150,13 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
         await self._claim()
 
     async def _heartbeat(self):
-        alive = await database_sync_to_async(hosts.host_heartbeat)(host_id=self.host_id, channel_name=self.channel_name)
+        alive = await _off_loop(hosts.host_heartbeat)(host_id=self.host_id, channel_name=self.channel_name)
         if not alive:
-            lapsed = await database_sync_to_async(hosts.host_lapsed)(host_id=self.host_id)
+            lapsed = await _off_loop(hosts.host_lapsed)(host_id=self.host_id)
             await self.close(code=LAPSED if lapsed else UNAUTHORIZED)
             return
         # Every live host sweeps for lapsed ones: their turns run again without waiting for beat.
-        await database_sync_to_async(hosts.hosts_sweep)()
+        await _off_loop(hosts.hosts_sweep)()
         await self._claim()
 
     async def _turn_report(self, kind, content):
@@ -153,18 +164,16 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
         if not isinstance(turn_id, int):
             return
         if kind == "turn.started":
-            await database_sync_to_async(turns.turn_started)(
+            await _off_loop(turns.turn_started)(
                 host_id=self.host_id,
                 turn_id=turn_id,
                 directory=str(content.get("directory", "")),
                 temp_directory=str(content.get("temp_directory", "")),
             )
         elif kind == "turn.event":
-            await database_sync_to_async(turns.turn_event)(
-                host_id=self.host_id, turn_id=turn_id, event=content.get("event")
-            )
+            await _off_loop(turns.turn_event)(host_id=self.host_id, turn_id=turn_id, event=content.get("event"))
         else:
-            await database_sync_to_async(turns.turn_finish)(
+            await _off_loop(turns.turn_finish)(
                 host_id=self.host_id,
                 turn_id=turn_id,
                 status=str(content.get("status", "")),
@@ -175,8 +184,14 @@ class HostConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
             )
             await self._claim()
 
+    async def _checkout_report(self, content):
+        """A code channel's checkout before a turn (sessions/host/code_channel.py), recorded as a checkout_repo call."""
+        turn_id = content.get("turn")
+        if isinstance(turn_id, int) and not isinstance(turn_id, bool):
+            await _off_loop(code_channel_checkout_record)(host_id=self.host_id, turn_id=turn_id, report=content)
+
     async def _claim(self):
-        for message in await database_sync_to_async(scheduling.turns_claim)(host_id=self.host_id):
+        for message in await _off_loop(scheduling.turns_claim)(host_id=self.host_id):
             await self.send_json(message)
 
     async def _reply(self, content):

@@ -45,6 +45,11 @@ def host_send(host_id: int, message: dict) -> bool:
     return True
 
 
+def host_channels_wake(channels: list[str]) -> None:
+    for channel in channels:
+        host_channel_send(channel, {"type": "host.wake"})
+
+
 def hosts_wake() -> None:
     try:
         async_to_sync(get_channel_layer().group_send)(HOSTS_GROUP, {"type": "host.wake"})

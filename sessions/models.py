@@ -183,6 +183,9 @@ class Runner(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+    # When its refusal pause ends, a Unix time (tools/refusals.py): read with the caller on every
+    # call, so the pause costs a tool call nothing more and needs no Redis.
+    refusals_paused_until = models.FloatField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -110,7 +110,7 @@ def message_post_by_person(*, thread: Thread, member, text: str, platform_ts: st
         platform_ts=platform_ts,
     )
     turn = Turn.objects.create(session=thread.session, prompt=message)
-    hosts_wake_on_commit()
+    hosts_wake_on_commit(session_id=turn.session_id)
     _posted(message, workspace_id=thread.workspace_id, to_platform=not platform_ts)
     _queued(turn, thread.session)
     return message
@@ -129,7 +129,7 @@ def inbox_post(*, session: Session, text: str, author: str = Message.Author.SYST
         text=text,
     )
     turn = Turn.objects.create(session=session, prompt=message)
-    hosts_wake_on_commit()
+    hosts_wake_on_commit(session_id=session.id)
     _posted(message, workspace_id=session.workspace_id, to_platform=author == Message.Author.SYSTEM)
     _queued(turn, session)
     return message

@@ -3,7 +3,7 @@
 The host holds no database credentials, so the turn carries the session's configuration:
 the prompt, the runner's token (only when a new generation starts), the provider, the
 instructions file, the workspace's AGENTS.md, the secrets in the session's scope, the
-agent's environment and its own MCP servers.
+agent's environment and its own MCP servers, and in a code channel the repository's checkout.
 """
 
 import time
@@ -12,6 +12,7 @@ from django.conf import settings
 
 from calvin.previews.models import Preview
 from calvin.workspaces.definitions import agents_md_text
+from sessions.code_channel_checkouts import code_channel_checkout_for_turn
 from sessions.instructions import session_instructions_text
 from sessions.models import Runner, Session, Turn
 from sessions.secrets_port import turn_secrets
@@ -45,6 +46,31 @@ def _environment(session: Session) -> dict | None:
         "apt": list(agent.apt_packages),
         "npm": list(agent.npm_packages),
     }
+
+
+# A turn lists at most this many inbox files; the rest follow with the next turns (a turn message stays small).
+INBOX_PER_TURN = 50
+
+
+def inbox_files_for_turn(*, agent_id: int, workspace_id: int, host_id: int) -> list[dict]:
+    """The agent's inbox files (tools/services/inbox_files.py) this host has not written yet, oldest
+    first: what its runner fetches and writes into the agent's directory before the agent runs."""
+    from tools.models import InboxFile
+
+    rows = (
+        InboxFile.objects.filter(agent_id=agent_id, workspace_id=workspace_id)
+        .exclude(deliveries__host_id=host_id)
+        .order_by("id")
+        .values("id", "sender", "name", "size")[:INBOX_PER_TURN]
+    )
+    return [{"id": r["id"], "from": r["sender"], "name": r["name"], "size": r["size"]} for r in rows]
+
+
+def _inbox(session: Session, runner: Runner) -> list[dict]:
+    """Files sent to the agent that this host has not written into its directory yet."""
+    if session.agent_id is None or runner.host_id is None:
+        return []
+    return inbox_files_for_turn(agent_id=session.agent_id, workspace_id=session.workspace_id, host_id=runner.host_id)
 
 
 def turn_message(*, session: Session, turns: list[Turn], runner: Runner, token: str | None) -> dict:
@@ -85,4 +111,8 @@ def turn_message(*, session: Session, turns: list[Turn], runner: Runner, token: 
         "timeout": settings.CALVIN_TURN_TIMEOUT_SECONDS,
         # The ports its live previews publish: the host keeps the sandbox serving them after the turn.
         "previews": Preview.objects.live().filter(session_id=session.id).ports(),
+        # [{id, from, name, size}]: fetched and written as inbox/<from>/<name> before the agent runs.
+        "inbox": _inbox(session, runner),
+        # A code channel's repository, checked out before the agent runs (sessions/code_channel_checkouts.py).
+        "checkout": code_channel_checkout_for_turn(session=session, turns=turns),
     }

@@ -241,5 +241,5 @@ def session_turns_end(*, session_id: int, status: str, error: str, notice: str) 
     if more:
         from sessions.scheduling import hosts_wake_on_commit
 
-        hosts_wake_on_commit()
+        hosts_wake_on_commit(session_id=session.id)
     return True

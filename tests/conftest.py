@@ -20,12 +20,14 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from calvin.celery import app as celery_app
+from calvin.dashboard.live import NUMBERER
 from calvin.http_server import uvicorn_config
 from calvin.workspaces.models import Member
 from calvin.workspaces.services import workspace_create
 from secrets_vault.crypto import new_key
 from sessions.services import runner_start, session_start
 from tests.support.ports import free_port
+from tools.dispatcher import DISPATCHER
 from tools.models import ToolCall
 
 _fixture_teardown = TransactionTestCase._fixture_teardown
@@ -64,6 +66,7 @@ def _real_services(django_db_setup, django_db_blocker):
     if stale:
         client.delete(*stale)
     yield
+    NUMBERER.stop()
     if not connection.settings_dict["NAME"].startswith("test_"):
         return  # no test in this run used the database
     # Server and worker threads keep pooled connections; let the test database be dropped.
@@ -72,6 +75,13 @@ def _real_services(django_db_setup, django_db_blocker):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
+
+
+@pytest.fixture(autouse=True)
+def _live_events_numbered():
+    """What a test's commits named is numbered before the next test (calvin/dashboard/numberer.py)."""
+    yield
+    NUMBERER.drain()
 
 
 @pytest.fixture(autouse=True)
@@ -102,7 +112,11 @@ def celery_worker(django_db_setup, django_db_blocker):
             shutdown_timeout=10,
             queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
         ) as worker:
+            # What `celery worker` starts on worker_ready (calvin/celery.py), which the test
+            # worker does not send: the thread that applies new calls' effects.
+            DISPATCHER.start()
             yield worker
+            DISPATCHER.stop()
 
 
 @pytest.fixture(scope="session")

@@ -54,7 +54,11 @@ NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "0", "-0", "1e-400
 
 SHAPES = ["null", "true", "false", "[]", "{}", '["x"]', '{"a": "b"}', "[" * 60 + "]" * 60]
 
-CORPUS = PATHS + STRINGS + NUMBERS + SHAPES
+# Names that look like shortcodes: skin tones Slack spells with "::", colons left open, lone
+# punctuation of the shortcode alphabet, an invisible joiner inside a real name.
+NAMES = ['":+1::skin-tone-2:"', '"thumbs_up:"', '":::"', '"\'"', '"+"', '"-"', '"thumbs\u2060up"', '"HEART"']
+
+CORPUS = PATHS + STRINGS + NUMBERS + SHAPES + NAMES
 
 # Values no JSON parser should accept as they are; the server answers a JSON-RPC parse
 # error before any tool runs.
@@ -178,3 +182,143 @@ def leaf_slots(value, path: tuple = ()) -> list[tuple]:
     if isinstance(value, list):
         return [slot for i, item in enumerate(value) for slot in leaf_slots(item, (*path, i))] or [path]
     return [path]
+
+
+# Allow rules (approvals/rules.py): Bash command prefixes no rule may hold, each with the words its
+# refusal must give. A shell, interpreter or command runner as a whole, in every spelling.
+REFUSED_PREFIXES = [
+    ("", "empty"),
+    ("   ", "empty"),
+    ("\t", "empty"),
+    ("bash", "`bash` is a shell"),
+    ("sh", "`sh` is a shell"),
+    ("zsh", "`zsh` is a shell"),
+    ("dash", "`dash` is a shell"),
+    ("fish", "`fish` is a shell"),
+    ("bash -c", "`bash` is a shell"),
+    ("sh -lc", "`sh` is a shell"),
+    ("/bin/bash", "`/bin/bash` is a shell"),
+    ("/usr/bin/env", "`/usr/bin/env` runs whatever command follows it"),
+    ("env", "`env` runs whatever command follows it"),
+    ("env FOO=1", "`env` runs whatever command follows it"),
+    ("sudo", "`sudo` runs whatever command follows it"),
+    ("sudo npm test", "`sudo` runs whatever command follows it"),
+    ("xargs", "`xargs` runs whatever command follows it"),
+    ("eval", "`eval` runs whatever command follows it"),
+    ("exec", "`exec` runs whatever command follows it"),
+    ("busybox sh", "`busybox` runs whatever command follows it"),
+    ("python", "`python` alone runs any code"),
+    ("python3", "`python3` alone runs any code"),
+    ("python3 -c", "`python3 -c` runs the code given inline"),
+    ("python -c", "`python -c` runs the code given inline"),
+    ("python3 -Ic", "`python3 -Ic` runs the code given inline"),
+    ("python3 -m", "`python3 -m` runs any module"),
+    ("python3 -u", "name the script right after python3"),
+    ("/usr/bin/python3", "`/usr/bin/python3` alone runs any code"),
+    ("/usr/local/bin/python3.12 -c", "runs the code given inline"),
+    ("node", "`node` alone runs any code"),
+    ("node -e", "`node -e` runs the code given inline"),
+    ("node --eval", "`node --eval` runs the code given inline"),
+    ("node -p", "`node -p` runs the code given inline"),
+    ("perl -e", "`perl -e` runs the code given inline"),
+    ("perl -ne", "`perl -ne` runs the code given inline"),
+    ("ruby -e", "`ruby -e` runs the code given inline"),
+    ("deno eval", "`deno eval` runs the code given inline"),
+    ("deno run", "`deno run` runs any script or package"),
+    ("bun -e", "`bun -e` runs the code given inline"),
+    ("npx", "`npx` alone runs any code"),
+    ("FOO=1", "only sets variables"),
+    ("FOO=1 bash", "`bash` is a shell"),
+    ("'bash' -c", "written plainly"),
+    ('"sh"', "written plainly"),
+    ("b\\ash", "written plainly"),
+    ("/bin/ba?h", "written plainly"),
+    ("$SHELL", "written plainly"),
+    ("X=a\\ b bash", "written plainly"),
+    ("{bash,-c}", "written plainly"),
+    ("time npm test", "shell syntax"),
+    ("export BASH_ENV=/tmp/x", "changes the shell itself"),
+    ("npm test; rm -rf ~", "`;`"),
+    ("npm test && rm -rf ~", "`&`"),
+    ("npm test || true", "`|`"),
+    ("npm test | sh", "`|`"),
+    ("npm test `id`", "a backtick"),
+    ("npm test $(id)", "`$(`"),
+    ("npm test ${X@P}", "`${`"),
+    ("npm test > out", "`>`"),
+    ("npm test < in", "`<`"),
+    ("npm test\nrm -rf ~", "a line break"),
+    ("npm test\rrm", "a carriage return"),
+    ("npm test\x00", "control or invisible character"),
+    ("npm\u202etest", "control or invisible character"),
+    ("npm\u200btest", "control or invisible character"),
+    ("echo 'open", "does not close"),
+    ("npm test\\", "does not close"),
+    ("x" * 501, "at most 500"),
+]
+
+# Commands a rule for the prefix `npm test` must never allow: another word, or a second
+# command smuggled after the prefix in any spelling. Each is asked about instead.
+SMUGGLED_COMMANDS = [
+    "npm testing",
+    "npm test2",
+    "npm tests",
+    "npm tes",
+    "npm  test",
+    "npm run test",
+    "xnpm test",
+    "npm test; rm -rf ~",
+    "npm test ;rm -rf ~",
+    "npm test && rm -rf ~",
+    "npm test & rm -rf ~",
+    "npm test || rm -rf ~",
+    "npm test | sh",
+    "npm test |& sh",
+    "npm test `rm -rf ~`",
+    "npm test $(rm -rf ~)",
+    "npm test $((1+1))",
+    "npm test ${HOME@P}",
+    "npm test > ~/.bashrc",
+    "npm test >> ~/.bashrc",
+    "npm test < /etc/passwd",
+    "npm test <(rm -rf ~)",
+    "npm test\nrm -rf ~",
+    "npm test\r\nrm -rf ~",
+    "npm test \\\nrm -rf ~",
+    "npm test\x00; rm",
+    "npm test\u2028rm -rf ~",
+    "npm test\u00a0--watch",
+    "npm test\u202e--watch",
+]
+
+
+# Code channels (calvin/workspaces/code_channel_rules.py): channels an admin might type or paste, as
+# (kind, channel, words the refusal must give). A Slack channel is its id, a web space a plain slug.
+CHANNEL_BINDINGS = [
+    ("slack", "C" + "A" * 200, "too long"),
+    ("slack", "<#C0123ABCD|general>", "not a Slack channel id"),
+    ("slack", "C0123ABCD\n", "not a Slack channel id"),
+    ("slack", " C0123ABCD", "not a Slack channel id"),
+    ("slack", "../x", "not a Slack channel id"),
+    ("slack", "C0123\x00ABCD", "not a Slack channel id"),
+    ("slack", "#general", "not a Slack channel id"),
+    ("slack", "general", "not a Slack channel id"),
+    ("slack", "c0123abcd", "not a Slack channel id"),
+    ("slack", "https://acme.slack.com/archives/C0123ABCD", "not a Slack channel id"),
+    ("slack", "D0123ABCD", "direct message conversation"),
+    ("slack", "C0123ＡBCD", "not a Slack channel id"),  # a fullwidth capital
+    ("slack", "", "required"),
+    ("web", "Web", "not a space name"),
+    ("web", "WEB-APP", "not a space name"),
+    ("web", "space:web", "not a space name"),
+    ("web", "space:", "not a space name"),
+    ("web", "../x", "not a space name"),
+    ("web", "web/app", "not a space name"),
+    ("web", "web\x00", "not a space name"),
+    ("web", "web\n", "not a space name"),
+    ("web", "-web", "not a space name"),
+    ("web", "wéb", "not a space name"),
+    ("web", "w" * 200, "too long"),
+    ("web", "", "required"),
+    ("chat", "C0123ABCD", "a Slack channel (slack) or a web space (web)"),
+]

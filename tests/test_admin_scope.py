@@ -22,7 +22,7 @@ from django.test import RequestFactory
 from django.urls import clear_url_caches, include, path, reverse
 from django.utils import timezone
 
-from approvals.models import PendingApproval
+from approvals.models import ApprovalRule, PendingApproval
 from calvin.accounts.models import Invitation
 from calvin.api.models import ApiToken
 from calvin.audit.models import AuditEvent
@@ -31,6 +31,7 @@ from calvin.previews.models import Preview
 from calvin.schedules.models import ScheduledTask, TaskRun
 from calvin.workspaces.models import (
     Agent,
+    CodeChannel,
     DailyUsage,
     Destination,
     Member,
@@ -44,7 +45,7 @@ from calvin.workspaces.services import workspace_create
 from secrets_vault.models import Secret, SecretRequest, VaultCanary
 from secrets_vault.services import secret_put
 from sessions.models import Host, Message, Reaction, Runner, RunnerCount, Session, Thread, Turn
-from tools.models import CardChoice, Question, ToolCall
+from tools.models import CardChoice, InboxDelivery, InboxFile, Question, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -129,6 +130,10 @@ TENANT_FACTORIES = {
     Repository: lambda ws, tag, made: Repository.objects.create(
         workspace=ws, name=f"{tag}-api", full_name=f"{tag}/api", clone_url=f"https://example.com/{tag}/api.git"
     ),
+    # A space's name is lowercase: its repository (a column) carries the marker.
+    CodeChannel: lambda ws, tag, made: CodeChannel.objects.create(
+        workspace=ws, kind="web", channel=f"{tag.lower()}-space", repository=made[Repository]
+    ),
     Agent: lambda ws, tag, made: Agent.objects.create(workspace=ws, name=f"{tag}-agent"),
     ApiToken: lambda ws, tag, made: ApiToken.objects.create(
         member=made[Member], name=f"{tag} token", digest=_digest(), hint=tag[:8]
@@ -160,8 +165,22 @@ TENANT_FACTORIES = {
         message=made[Message], member=made[Member], action_index=0
     ),
     ToolCall: _tool_call,
+    InboxFile: lambda ws, tag, made: InboxFile.objects.create(
+        workspace=ws, agent=made[Agent], sender=f"{tag}-sender", name=f"{tag}.txt", size=1, file=f"inbox/{tag}.txt"
+    ),
+    InboxDelivery: lambda ws, tag, made: InboxDelivery.objects.create(file=made[InboxFile], host=made[Host]),
     Question: _question,
     PendingApproval: _approval,
+    # Listed on the admin's rules and, as an inline, on its agent's page (revocable there).
+    ApprovalRule: lambda ws, tag, made: ApprovalRule.objects.create(
+        workspace=ws,
+        scope="session",
+        session=made[Session],
+        agent=made[Agent],
+        tool_name=f"{tag}-tool",
+        created_by=made[Member],
+        made_from=made[PendingApproval],
+    ),
     Secret: lambda ws, tag, made: secret_put(workspace_id=ws.id, name=f"{tag.upper()}_TOKEN", value=f"{tag}-value-1"),
     SecretRequest: _secret_request,
     SlackInstallation: lambda ws, tag, made: SlackInstallation.objects.create(
@@ -452,6 +471,9 @@ def test_a_modeladmin_registered_without_scoping_is_caught(client, world, settin
         def has_delete_permission(self, request, obj=None):
             return True  # so delete_selected is offered, and posted with Globex's ids
 
+    # Globex's repository is bound by a code channel, whose scoped admin rightly refuses Acme's owner
+    # the cascade: unbound here, so that delete_selected reaches the repository itself.
+    CodeChannel.objects.filter(repository__in=world.globex[Repository]).delete()
     scoped_admin = admin.site._registry[Repository]
     admin.site._registry[Repository] = UnscopedRepositoryAdmin(Repository, admin.site)
     try:

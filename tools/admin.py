@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from calvin.admin_scope import ReadOnlyRecordAdmin, change_link, links
 from tools.admin_actions import retry_tool_calls
-from tools.models import CardChoice, Question, ToolCall
+from tools.models import CardChoice, InboxDelivery, InboxFile, Question, ToolCall
 
 
 @admin.register(ToolCall)
@@ -42,3 +42,25 @@ class CardChoiceAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
     list_display = ["id", "message", "member", "action_index", "created_at"]
     raw_id_fields = ["message", "member"]
     readonly_fields = ["message", "member", "action_index"]
+
+
+@admin.register(InboxFile)
+class InboxFileAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
+    """Files agents sent to other agents (send_file to an agent destination): a record of what
+    lands where; the sending call is its audit trail."""
+
+    workspace_path = "workspace"
+    list_display = ["id", "path", "agent", "sender_agent", "size", "created_at"]
+    search_fields = ["name", "sender", "agent__name"]
+    date_hierarchy = "created_at"
+    raw_id_fields = ["agent", "sender_agent", "tool_call"]
+
+
+@admin.register(InboxDelivery)
+class InboxDeliveryAdmin(ReadOnlyRecordAdmin, admin.ModelAdmin):
+    """Which hosts have written which inbox file into their copy of the agent's directory."""
+
+    workspace_path = "file__workspace"
+    list_display = ["id", "file", "host", "delivered_at"]
+    search_fields = ["file__name", "host__name"]
+    raw_id_fields = ["file", "host"]

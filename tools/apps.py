@@ -6,4 +6,7 @@ class ToolsConfig(AppConfig):
     verbose_name = "Tool calls"
 
     def ready(self):
-        from tools import reactions  # noqa: F401  (subscribes to the services' events)
+        from tools import (
+            dispatcher,  # noqa: F401  (starts with a Celery worker)
+            reactions,  # noqa: F401  (subscribes to the services' events)
+        )

@@ -1,23 +1,17 @@
 """ASGI middleware in front of /mcp: a valid runner token or 401, before any tool runs."""
 
-import dataclasses
-
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from tools.asgi_json import send_json_response
 from tools.caller import Caller, caller_for_token
-from tools.refusals import refusals_paused_until
 
 SCOPE_KEY = "calvin.caller"
 
 
 def _resolve(token: str) -> Caller | None:
     close_old_connections()
-    caller = caller_for_token(token)
-    if caller is None:
-        return None
-    return dataclasses.replace(caller, refusals_paused_until=refusals_paused_until(runner_id=caller.runner_id))
+    return caller_for_token(token)
 
 
 resolve_token = sync_to_async(_resolve, thread_sensitive=False)

@@ -31,8 +31,8 @@ class Caller:
     provider: str
     # The MCP servers this session's agent is given ("calvin", "nanoclaw").
     tool_sets: tuple[str, ...]
-    # When the runner's refusal pause ends (tools/refusals.py), read from the shared cache
-    # with the caller, so every web process sees a pause made through any of them.
+    # When the runner's refusal pause ends (tools/refusals.py), read from its row with the
+    # caller, so every web process sees a pause made through any of them.
     refusals_paused_until: float | None = None
 
 
@@ -45,7 +45,7 @@ _CALLER_SQL = f"""
 SELECT r.id, r.session_id, s.thread_id, s.workspace_id, s.directory, s.temp_directory, s.permission_mode,
        (SELECT count(*) || '/' || coalesce(CAST(max(x.set_at) AS TEXT), '')
         FROM {Secret._meta.db_table} x WHERE {_IN_SCOPE}),
-       s.agent_id, s.host_id, coalesce(a.provider, ''), a.tool_sets
+       s.agent_id, s.host_id, coalesce(a.provider, ''), a.tool_sets, r.refusals_paused_until
 FROM {Runner._meta.db_table} r JOIN {Session._meta.db_table} s ON s.id = r.session_id
      LEFT JOIN {Agent._meta.db_table} a ON a.id = s.agent_id
 WHERE r.token_digest = %s AND r.revoked_at IS NULL
@@ -68,7 +68,7 @@ def caller_for_token(token: str) -> Caller | None:
         row = cursor.fetchone()
     if not row:
         return None
-    return Caller(*row[:-1], tool_sets=_tool_sets(row[-1]))
+    return Caller(*row[:-2], tool_sets=_tool_sets(row[-2]), refusals_paused_until=row[-1])
 
 
 NO_SECRETS_VERSION = "0/"

@@ -24,6 +24,7 @@ from tools.models import ToolCall
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
+TEMPORARY_RETRY_SECONDS = 1.0  # a claimed call the platform refused for now: the task's backoff follows
 RECOVER_BATCH = 500
 
 
@@ -124,6 +125,65 @@ def effect_perform(call: ToolCall) -> dict:
     return import_string(path)(call)
 
 
+def tool_calls_claim_new(*, limit: int, now: datetime | None = None) -> tuple[list[int], datetime]:
+    """pending -> applying for up to `limit` calls nobody claimed yet, oldest first, in one
+    statement; rows another worker holds are skipped, so each is claimed once. Returns the ids
+    in order and the claim's stamp (tool_calls_unclaim gives back only what this claim took)."""
+    now = now or timezone.now()
+    table = connection.ops.quote_name(ToolCall._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET status = %s, claimed_at = %s, attempts = attempts + 1 WHERE id IN"
+            f" (SELECT id FROM {table} WHERE status = %s AND claimed_at IS NULL ORDER BY id LIMIT %s"
+            " FOR UPDATE SKIP LOCKED) RETURNING id",
+            [ToolCall.Status.APPLYING, now, ToolCall.Status.PENDING, limit],
+        )
+        return sorted(row[0] for row in cursor.fetchall()), now
+
+
+def tool_calls_unclaim(*, ids: list[int], claimed_at: datetime) -> int:
+    """Calls a claim took but never finished (the database went away mid-batch) become new
+    again, unless someone claimed them since (the sweep, another worker)."""
+    return ToolCall.objects.filter(
+        id__in=ids, claimed_at=claimed_at, status__in=(ToolCall.Status.APPLYING, ToolCall.Status.PENDING)
+    ).update(status=ToolCall.Status.PENDING, claimed_at=None)
+
+
+def tool_calls_apply_claimed(*, ids: list[int]) -> None:
+    """Apply the calls a dispatcher claimed (tools/dispatcher.py), in order, each in its own
+    transaction, as the task does: one transaction for a whole batch saved a commit per call but
+    held its rows' locks across the batch, and people's own writes then met deadlocks (the tool
+    fuzz test's). A call that breaks in a way tool_call_apply does not handle takes only itself
+    down. What must wait (an edit for its send) or be tried again (a platform's temporary error)
+    goes to the Celery task, which keeps the countdown and the backoff. A lost database raises:
+    the caller gives back what is left of the batch."""
+    later: list[tuple[int, float]] = []
+    for tool_call_id in ids:
+        wait = None
+        try:
+            wait = tool_call_apply(tool_call_id=tool_call_id)
+        except ChatTemporaryError as exc:  # it is pending again, to be tried later
+            log.info("tool call %s: %s; trying again", tool_call_id, exc)
+            wait = TEMPORARY_RETRY_SECONDS
+        except DATABASE_UNAVAILABLE:
+            raise
+        except Exception:  # gone since its claim, say: left "applying" for the stuck sweep
+            log.exception("tool call %s could not be applied", tool_call_id)
+        if wait is not None:
+            later.append((tool_call_id, wait))
+    _queue_again(later)
+
+
+def _queue_again(calls: list[tuple[int, float]]) -> None:
+    from tools.tasks import apply_tool_call
+
+    for tool_call_id, wait in calls:
+        try:
+            apply_tool_call.apply_async((tool_call_id,), countdown=wait, retry=False)
+        except Exception:
+            log.warning("could not queue tool call %s again; the sweep will", tool_call_id, exc_info=True)
+
+
 def tool_call_apply(*, tool_call_id: int) -> float | None:
     """Run by the worker after it claimed the row (pending -> applying).
 
@@ -155,7 +215,8 @@ def tool_call_apply(*, tool_call_id: int) -> float | None:
     except DATABASE_UNAVAILABLE:
         # The database went away under the effect (a restart): not the call's fault, so it is not
         # failed. Back to pending on a fresh connection if the server is back already; if not, the
-        # row stays "applying" for the sweep. The task retries with backoff either way.
+        # row stays "applying" for the sweep. The task retries with backoff either way; a
+        # dispatcher gives back the rest of its batch.
         connection.close()
         try:
             ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLYING).update(status=ToolCall.Status.PENDING)

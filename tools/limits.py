@@ -72,7 +72,7 @@ def runner_take_slot(*, runner_id: int, tool: str) -> None:
 
 
 @cache
-def _count_and_insert_sql(model: type[Model], per_runner: bool) -> tuple[str, tuple]:
+def _count_and_insert_sql(model: type[Model], per_runner: bool, notify: bool) -> tuple[str, tuple]:
     """The one statement that counts a call and inserts its row, and the fields it inserts.
 
     The day's count is taken only if the runner's slot was (`EXISTS (SELECT FROM slot)`),
@@ -81,6 +81,9 @@ def _count_and_insert_sql(model: type[Model], per_runner: bool) -> tuple[str, tu
     runs every data-modifying CTE to completion whatever the INSERT reads, so the opposite
     case (slot taken, day refused) does happen: the statement reports it, and the caller
     gives the slot back. The columns come from the model, so they stay in step with it.
+    With `notify`, an inserted row also sends pg_notify on the channel given last (PostgreSQL delivers
+    it when the transaction commits, and never for a rollback): the worker's wake-up costs no
+    statement of its own (tools/dispatcher.py).
     """
     q = connection.ops.quote_name
     fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
@@ -101,7 +104,8 @@ def _count_and_insert_sql(model: type[Model], per_runner: bool) -> tuple[str, tu
         f" SELECT {', '.join(['%s'] * len(fields))} FROM today RETURNING {q(model._meta.pk.column)})"
     )
     taken = "EXISTS (SELECT FROM slot)" if per_runner else "TRUE"
-    sql = f"WITH {slot if per_runner else ''}{today}{insert} SELECT (SELECT * FROM inserted), {taken}"
+    notified = ", (SELECT pg_notify(%s, '') FROM inserted)" if notify else ""
+    sql = f"WITH {slot if per_runner else ''}{today}{insert} SELECT (SELECT * FROM inserted), {taken}{notified}"
     return sql, fields
 
 
@@ -119,7 +123,7 @@ def tool_call_count_and_insert_orm(
 
 
 def tool_call_count_and_insert(
-    *, row: Model, workspace_id: int, runner_id: int, tool: str, now: datetime | None = None
+    *, row: Model, workspace_id: int, runner_id: int, tool: str, now: datetime | None = None, notify: str = ""
 ) -> None:
     """Count a call (the runner's slot for `tool` if it has a per-runner limit, and one of
     the workspace's tool calls of the UTC day) and insert `row`, all or nothing.
@@ -134,7 +138,7 @@ def tool_call_count_and_insert(
         return
     per_runner = tool in PER_RUNNER
     today = utc_today(now)
-    sql, fields = _count_and_insert_sql(type(row), per_runner)
+    sql, fields = _count_and_insert_sql(type(row), per_runner, bool(notify))
     for field in fields:
         field.pre_save(row, add=True)  # auto_now_add and friends
     values = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
@@ -142,13 +146,14 @@ def tool_call_count_and_insert(
         *([runner_id, tool, PER_RUNNER[tool]] if per_runner else []),
         *[workspace_id, today, workspace_id, quota_default("tool_calls_per_day")],
         *values,
+        *([notify] if notify else []),
     ]
 
     def attempt() -> str | None:
         """None once inserted, else which limit refused it: "runner" or "day"."""
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            inserted, slot_taken = cursor.fetchone()
+            inserted, slot_taken = cursor.fetchone()[:2]
         if inserted is not None:
             row.pk = inserted
             row._state.adding = False

@@ -105,3 +105,54 @@ class CardChoice(models.Model):
 
     def __str__(self) -> str:
         return f"choice {self.action_index} on #{self.message_id}"
+
+
+class InboxFile(models.Model):
+    """A file sent to another agent (NanoClaw's send_file to an agent destination): stored once
+    at send time, and written into that agent's own directory as inbox/<sender>/<name> by each
+    host that runs one of its sessions, before the session's next turn (sessions/host/inbox.py)."""
+
+    workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey("workspaces.Agent", on_delete=models.CASCADE, related_name="inbox_files")
+    # The send_file call: its count, its audit record. The file outlives the sender's session.
+    tool_call = models.OneToOneField(
+        ToolCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="inbox_file"
+    )
+    sender_agent = models.ForeignKey(
+        "workspaces.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # <from> and <name>: single path components, safe on any host (tools/services/inbox_files.py).
+    sender = models.CharField(max_length=255)
+    name = models.CharField(max_length=255)
+    size = models.PositiveBigIntegerField()
+    file = models.FileField(max_length=200)  # the stored copy, as checked at send time
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # Never two files at one path: a second report.txt is stored as report-2.txt.
+            models.UniqueConstraint(fields=["agent", "sender", "name"], name="inboxfile_unique_path"),
+        ]
+
+    def __str__(self) -> str:
+        return self.path
+
+    @property
+    def path(self) -> str:
+        """Where it lands, relative to the agent's directory ($CALVIN_AGENT_DIR)."""
+        return f"inbox/{self.sender}/{self.name}"
+
+
+class InboxDelivery(models.Model):
+    """A host has the inbox file in its copy of the agent's directory: it is not sent there again
+    (the agent may move or delete it once read)."""
+
+    file = models.ForeignKey(InboxFile, on_delete=models.CASCADE, related_name="deliveries")
+    host = models.ForeignKey("agent_sessions.Host", on_delete=models.CASCADE, related_name="+")
+    delivered_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["file", "host"], name="inboxdelivery_once_per_host")]
+
+    def __str__(self) -> str:
+        return f"{self.file_id} on host {self.host_id}"

@@ -5,7 +5,7 @@ from calvin.events import ApprovalChanged, RunnerStarted, SecretRequestChanged, 
 from sessions.models import RunnerCount
 from tools.limits import PER_RUNNER
 from tools.models import ToolCall
-from tools.services.common import publish_effect
+from tools.services.common import effect_announce
 from tools.tasks import refresh_secret_request_card
 
 
@@ -23,7 +23,7 @@ def approved_call_queue(event: ApprovalChanged) -> None:
     if event.status != "approved" or event.card != "refresh" or not event.tool_call_id:
         return
     if ToolCall.objects.filter(id=event.tool_call_id, status=ToolCall.Status.PENDING).exists():
-        publish_effect(event.tool_call_id)
+        effect_announce(event.tool_call_id)
 
 
 @reacts_to(SecretRequestChanged)

@@ -3,19 +3,19 @@
 A refused send_file still costs a path walk and maybe a 100 MiB copy. Refusals are
 counted per runner per minute in the shared cache (Redis when REDIS_URL is set; the
 embedded mode's in-process cache is fine there, as that mode is one process); once a
-runner passes the limit, the pause is written there too, until the minute ends. Every web
-process reads it with the caller (tools/auth.py, in the thread hop that already reads the
-database), so a runner refused through one web process is paused on all of them at once,
-and the check itself (refusals_check) stays free of I/O on the event loop.
+runner passes the limit, the pause's end is written on its Runner row, until the minute
+ends. Every call reads it with the caller (tools/caller.py, the query a call makes anyway),
+so a runner refused through one web process is paused on all of them at once, a call that
+is not refused touches no cache at all, and the check itself (refusals_check) is free of I/O.
 """
 
 import logging
-import math
 import time
 
 from django.conf import settings
 from django.core.cache import cache
 
+from sessions.models import Runner
 from tools.errors import ToolRefused
 
 log = logging.getLogger(__name__)
@@ -26,18 +26,9 @@ def _key(runner_id: int, window: int) -> str:
     return f"refusals:{runner_id}:{window}"
 
 
-def _pause_key(runner_id: int) -> str:
-    return f"refusals:paused:{runner_id}"
-
-
 def refusals_paused_until(*, runner_id: int) -> float | None:
-    """When this runner's pause ends (a Unix time), or None: one read of the shared cache."""
-    try:
-        until = cache.get(_pause_key(runner_id))
-    except Exception:  # Redis down: the pause guards the gateway; calls must not fail for want of it
-        log.warning("the refusal pause of runner %s could not be read", runner_id, exc_info=True)
-        return None
-    return until if isinstance(until, int | float) else None
+    """When this runner's pause ends (a Unix time), or None."""
+    return Runner.objects.filter(id=runner_id).values_list("refusals_paused_until", flat=True).first()
 
 
 def refusals_check(*, paused_until: float | None) -> None:
@@ -56,7 +47,7 @@ def refusals_check(*, paused_until: float | None) -> None:
 def refusal_note(*, runner_id: int) -> None:
     try:
         _count(runner_id)
-    except Exception:  # Redis down: the refusal itself still goes back to the agent
+    except Exception:  # Redis (or the database) down: the refusal itself still goes back to the agent
         log.warning("a refusal of runner %s could not be counted", runner_id, exc_info=True)
 
 
@@ -72,4 +63,4 @@ def _count(runner_id: int) -> None:
         count = 1
     if count > settings.CALVIN_REFUSALS_PER_MINUTE:
         until = (window + 1) * WINDOW
-        cache.set(_pause_key(runner_id), until, timeout=max(1, math.ceil(until - now)))
+        Runner.objects.filter(id=runner_id).update(refusals_paused_until=until)

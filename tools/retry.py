@@ -17,7 +17,7 @@ from calvin.operators import OperatorRefused, operator_check
 from tools.changes import tool_call_changed
 from tools.effects import EFFECTS
 from tools.models import ToolCall
-from tools.services.common import publish_effect
+from tools.services.common import effect_announce
 
 S = ToolCall.Status
 
@@ -63,5 +63,5 @@ def tool_call_retry(*, tool_call_id: int, actor) -> str:
         target=call,
         changes={"status": (S.FAILED, S.PENDING), "error": (call.error, "")},
     )
-    transaction.on_commit(lambda: publish_effect(call.id))
+    transaction.on_commit(lambda: effect_announce(call.id))
     return "queued again; its effect is applied once"

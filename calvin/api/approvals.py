@@ -4,7 +4,7 @@ from ninja import Query, Router
 from pydantic import Field
 
 from approvals.models import PendingApproval
-from approvals.services import ApprovalRefused, approval_decide
+from approvals.services import ApprovalRefused, approval_decide, approval_may_decide, approval_refusal
 from calvin.api import scope
 from calvin.api.idempotency import idempotent
 from calvin.api.pagination import PageQuery, page, page_of
@@ -38,7 +38,7 @@ def approval_shown(approval: PendingApproval) -> dict:
 
 
 def _visible(principal):
-    return scope.approvals_visible(principal).select_related("decided_by__user", "session")
+    return scope.approvals_visible(principal).select_related("decided_by__user", "session__workspace")
 
 
 @router.get("/approvals", response=page_of(ApprovalOut), summary="List approvals")
@@ -64,8 +64,8 @@ def _decision(request, approval_id: int, *, approve: bool):
         if principal.is_agent:
             raise Problem(403, "an agent never decides approvals: a person does", code="people_only")
         member = Member.objects.select_related("user").get(id=principal.member_id)
-        if not approval.session.may_be_decided_by(member):
-            raise Problem(403, "only the person who started this session or a workspace admin can decide this")
+        if not approval_may_decide(member=member, approval=approval):
+            raise Problem(403, approval_refusal(approval))
         try:
             text = approval_decide(approval_id=approval.id, member=member, approve=approve, via="api")
         except ApprovalRefused as exc:

@@ -3,7 +3,7 @@
 from django.http import Http404
 from ninja import NinjaAPI
 
-from calvin.api import approvals, records, resources, sessions, tasks
+from calvin.api import approvals, records, resources, sessions, tasks, usage
 from calvin.api.auth import TokenAuth
 from calvin.api.problems import CONTENT_TYPE, install_handlers
 from calvin.api.schemas import MeOut
@@ -54,5 +54,5 @@ def me(request):
     }
 
 
-for module in (resources, sessions, approvals, tasks, records):
+for module in (resources, sessions, approvals, tasks, records, usage):
     api.add_router("", module.router)

@@ -1,6 +1,6 @@
 """What the API answers with: one schema per resource (its OpenAPI components)."""
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -166,3 +166,29 @@ class TaskWriteOut(BaseModel):
     detail: str
     approval: int | None = Field(None, description="The approval that now waits (approval-pending only).")
     task: TaskOut | None = Field(None, description="The task as it is now (done only; none once deleted).")
+
+
+class MeterOut(BaseModel):
+    key: str = Field(
+        description="tool_calls_today, turns_today, agent_minutes_month, sessions_running, storage_mib "
+        "or spend_month_usd"
+    )
+    label: str
+    used: int | float
+    limit: int | float | None = Field(description="The quota; null where none is set (no spend cap).")
+    unit: str
+    percent: int | None
+    resets: str = Field(description='When a daily count starts again ("00:00 UTC"); empty for the others.')
+
+
+class UsageDayOut(BaseModel):
+    day: date
+    tool_calls: int
+    turns: int
+    agent_seconds: int
+    cost_usd: float
+
+
+class UsageOut(BaseModel):
+    meters: list[MeterOut]
+    days: list[UsageDayOut] = Field(description="The UTC days with any use, newest first.")

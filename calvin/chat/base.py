@@ -49,13 +49,19 @@ class ThreadEntry:
     author: str
     at: datetime
     text: str
+    # Its place among the thread's replies (1 is the first reply), when replies are missing
+    # between those given (None: the replies given are the latest, one after another).
+    position: int | None = None
 
 
 @dataclass(frozen=True)
 class ThreadExcerpt:
-    first: ThreadEntry | None
+    first: ThreadEntry | None  # None with replies: the first message is not known (see `partial`)
     replies: list[ThreadEntry]  # the latest ones asked for, oldest first
     replies_total: int
+    # Why what is given is not the thread's first message and latest replies, in words for the
+    # agent ("" when it is): a Slack thread Calvin could not fetch whole within Slack's limits.
+    partial: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,7 +135,8 @@ class ChatAdapter(Protocol):
         ...
 
     def read_thread(self, *, target: ThreadTarget, latest: int) -> ThreadExcerpt:
-        """The first message, the `latest` last replies and how many replies there are: delivered messages only."""
+        """The first message, the `latest` last replies and how many replies there are: delivered messages only.
+        Slack: from the history Calvin keeps, asking Slack only for what it lacks, within Slack's limits."""
         ...
 
     def post_reply(self, *, target: ThreadTarget, text: str, tool_call_id: int, sender_agent_id: int | None) -> dict:
@@ -139,12 +146,19 @@ class ChatAdapter(Protocol):
 
     # A new thread beside the session's own: spawn_thread (seed 000).
 
-    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int) -> NewThread | None:
+    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int, channel_id: str = "") -> NewThread | None:
         """Where a spawned session's thread goes, its first message `text` (the task and the brief's
         link) posted at top level when the platform needs one; called in the transaction that
         records the call. The new thread when it exists at once (web: listed beside the parent),
         None when the platform makes it later (Slack: the top-level message's ts is the thread):
-        then `thread_spawned` says when. ChatPermanentError when it cannot be done."""
+        then `thread_spawned` says when. ChatPermanentError when it cannot be done.
+        `channel_id`: a conversation `direct_channel_open` gave, else ("") the parent's channel."""
+        ...
+
+    def direct_channel_open(self, *, workspace_id: int, member) -> str:
+        """The id of `member`'s direct messages with Calvin, opened if need be (spawn_thread from a
+        code channel posts there). ChatPermanentError when there are none (the web channel has no
+        direct messages; a person without a platform id), ChatTemporaryError for "not now"."""
         ...
 
     def thread_spawned(self, *, parent_thread, tool_call_id: int, withdraw: bool = False) -> NewThread | None:

@@ -1,6 +1,7 @@
 """What Calvin keeps about chat platforms beyond the threads themselves: Slack installations,
-the OAuth states of installs in progress, the events Slack delivered (for de-duplication), and
-the ordered outbox of posts waiting for Slack."""
+the OAuth states of installs in progress, the events Slack delivered (for de-duplication), the
+ordered outbox of posts waiting for Slack, and the history of the Slack threads Calvin takes
+part in (read_thread serves it instead of asking Slack)."""
 
 from django.conf import settings
 from django.db import models
@@ -138,3 +139,72 @@ class SlackPost(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.pk} ({self.status})"
+
+
+class SlackThreadHistory(models.Model):
+    """One Slack thread as Calvin has seen it: a session's thread, one it posted into, or one
+    read_thread read. Its messages are SlackHistoryMessage rows (calvin.chat.slack.history).
+
+    Beside sessions.Message on purpose: Message is the session's transcript (a person's prompt
+    without Calvin's mention, only people of the team, an agent's reply as one message however
+    Slack split it); this is the thread as Slack shows it, message by message (by ts), every
+    author included, for threads that are no session's too.
+
+    Whole when Calvin holds every message from the root on: it recorded from the root
+    (`recording_since` <= `thread_ts`), or what conversations.replies gave reaches the moment it
+    started recording (`known_through` >= `recording_since`)."""
+
+    workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="+")
+    team_id = models.CharField(max_length=32)
+    channel_id = models.CharField(max_length=32)
+    thread_ts = models.CharField(max_length=32, help_text="The root message's ts.")
+    recording_since = models.CharField(
+        max_length=32, help_text="Every message of the thread from this ts on is recorded as it comes (events, posts)."
+    )
+    known_through = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="Every message from the root through this ts is stored (what conversations.replies gave).",
+    )
+    slack_reply_count = models.PositiveIntegerField(
+        null=True, blank=True, help_text="How many replies Slack counted on the root at the last call."
+    )
+    counted_at = models.CharField(max_length=32, blank=True, default="", help_text="When (as a ts) Slack counted them.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "team_id", "channel_id", "thread_ts"], name="slackthreadhistory_unique_thread"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}/{self.channel_id}/{self.thread_ts}"
+
+
+class SlackHistoryMessage(models.Model):
+    """One message of a SlackThreadHistory, as Slack has it (its text as posted, mentions included)."""
+
+    class Source(models.TextChoices):
+        EVENT = "event"  # a message event Slack delivered
+        POST = "post"  # a post Calvin made (the outbox)
+        SLACK = "slack"  # conversations.replies
+
+    history = models.ForeignKey(SlackThreadHistory, on_delete=models.CASCADE, related_name="messages")
+    ts = models.CharField(max_length=32)
+    user_id = models.CharField(max_length=32, blank=True, default="")
+    bot_id = models.CharField(max_length=32, blank=True, default="")
+    bot_name = models.CharField(max_length=200, blank=True, default="", help_text="An app's name, as Slack gave it.")
+    text = models.TextField(blank=True, default="")
+    files = models.JSONField(default=list, blank=True, help_text="The names of the files it carries.")
+    source = models.CharField(max_length=8, choices=Source.choices)
+    stored_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["history", "ts"], name="slackhistorymessage_unique_ts")]
+        indexes = [models.Index(fields=["ts"], name="slackhistorymessage_ts")]
+
+    def __str__(self) -> str:
+        return f"{self.history} · {self.ts}"

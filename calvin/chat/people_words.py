@@ -37,6 +37,7 @@ _UNDELIVERED = re.compile(
 _STOPPED = re.compile(r"^Stopped \((?P<who>.*)\)(?P<rest> before the agent started)?\.$", re.DOTALL)
 _PEOPLE_KINDS = (
     ("Waiting: ", "waiting"),
+    ("Reminder: ", "waiting"),  # an approval nobody decided yet (approvals.services.approval_remind)
     ("Not run: ", "failed"),
     ("The agent failed", "failed"),
     ("The agent's reply could not be delivered", "failed"),

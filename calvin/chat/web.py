@@ -16,6 +16,7 @@ from calvin.chat.base import (
 )
 from calvin.chat.links import thread_url
 from calvin.events import MessagePosted, announce
+from calvin.workspaces.code_channel_rules import space_channel_id, space_of_channel_id
 from sessions.models import Message, Reaction, Thread
 
 WEB = Thread.ChannelKind.WEB
@@ -220,10 +221,16 @@ class WebChannel:
             posted = self._deliver(tool_call_id=tool_call_id, fields=fields, workspace_id=workspace_id)["message_id"]
         return {"message_id": posted, "url": f"{thread_url(thread_id)}#message-{posted}"}
 
-    # spawn_thread: a new web thread, listed beside the parent's in the workspace's threads.
+    # spawn_thread: a new web thread, listed beside the parent's in the workspace's threads; in the
+    # parent's space when it is in one (a code channel): the web channel has no direct messages.
 
-    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int) -> NewThread | None:
-        return NewThread(channel_kind=WEB, channel_id="web", thread_ts=uuid.uuid4().hex)
+    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int, channel_id: str = "") -> NewThread | None:
+        space = space_of_channel_id(parent_thread.channel_id)
+        where = space_channel_id(space) if space else "web"
+        return NewThread(channel_kind=WEB, channel_id=where, thread_ts=uuid.uuid4().hex)
+
+    def direct_channel_open(self, *, workspace_id: int, member) -> str:
+        raise ChatPermanentError("the web channel has no direct messages")
 
     def thread_spawned(self, *, parent_thread, tool_call_id: int, withdraw: bool = False) -> NewThread | None:
         raise ChatPermanentError("a web thread is made at once; there is no spawned thread waiting")

@@ -202,8 +202,14 @@ class LiveConsumer(EndsOnClosedSocket, AsyncJsonWebsocketConsumer):
             self.joined.append(group)
 
     async def _leave(self):
+        """Every group is left even if one discard fails (a channel left behind is only pushed to
+        until the group expires; an exception here would skip the rest)."""
         while self.joined:
-            await self.channel_layer.group_discard(self.joined.pop(), self.channel_name)
+            group = self.joined.pop()
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception:
+                log.warning("a %s socket could not leave %s", self.kind, group.split(".")[0], exc_info=True)
 
 
 class ThreadConsumer(LiveConsumer):

@@ -11,11 +11,13 @@ the page sees on the next push or reconnect, and it asks for exactly that from t
 import logging
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import connection
 from django.template.loader import render_to_string
 
 from calvin.dashboard.events import group_send, group_send_quietly, message_event, thread_group
 from calvin.dashboard.models import LiveEvent, LiveStream
+from calvin.dashboard.numberer import StreamNumberer
+from calvin.dashboard.numbering import live_streams_number
 from calvin.dashboard.steps import step_words
 from calvin.events import (
     AgentActivity,
@@ -23,6 +25,7 @@ from calvin.events import (
     Event,
     HostChanged,
     MessagePosted,
+    PreviewsChanged,
     QuestionChanged,
     SessionChanged,
     ToolCallChanged,
@@ -51,6 +54,9 @@ KINDS: dict[type, tuple[str, bool, bool]] = {
     ApprovalChanged: ("approval", False, True),
     QuestionChanged: ("question", False, True),
     HostChanged: ("host", False, True),
+    # The page fetches its previews panel again: it holds forms (a CSRF token) and controls only
+    # the session's owner and admins see, so it is rendered for the viewer, not pushed.
+    PreviewsChanged: ("previews", True, False),
 }
 HEADER_KINDS = {"session", "turn", "usage"}
 
@@ -76,41 +82,6 @@ def live_stream_seq(stream: str) -> int:
     """The seq of the stream's latest committed event (0: none yet). Read it before rendering a
     page: whatever commits after the read has a higher seq, so the page catches it up."""
     return LiveStream.objects.filter(name=stream).values_list("last_seq", flat=True).first() or 0
-
-
-def _counter_locked(stream: str) -> int:
-    # Takes (creating on first use) the stream's counter row, held until this transaction ends.
-    table = LiveStream._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (name, last_seq) VALUES (%s, 0) "
-            f"ON CONFLICT (name) DO UPDATE SET last_seq = {table}.last_seq RETURNING last_seq",
-            [stream],
-        )
-        return cursor.fetchone()[0]
-
-
-def live_stream_number(stream: str) -> list[dict]:
-    """Number the stream's committed, unnumbered events (in the order they were written) and
-    return them as frames, after commit.
-
-    The announcing transaction only inserts its event, unnumbered: it takes no shared lock, so
-    it neither waits on nor deadlocks with another. Numbering is its own short transaction
-    holding the stream's counter: seqs have no gaps, and a reader that sees seq n committed
-    sees n-1 too. An event whose announcer died between its commit and this is numbered by the
-    next caller for the stream (the next event, a page's catch-up, a socket's periodic look).
-    """
-    waiting = LiveEvent.objects.filter(stream=stream, seq__isnull=True)
-    if not waiting.exists():
-        return []
-    with transaction.atomic():
-        last = _counter_locked(stream)
-        rows = list(waiting.order_by("id"))  # read under the lock: a numbering just before is seen
-        for offset, row in enumerate(rows, 1):
-            row.seq = last + offset
-        LiveEvent.objects.bulk_update(rows, ["seq"])
-        LiveStream.objects.filter(name=stream).update(last_seq=last + len(rows))
-    return [{"stream": stream, "seq": r.seq, "kind": r.kind, "payload": r.payload} for r in rows]
 
 
 def _payload(event: Event) -> dict:
@@ -143,32 +114,44 @@ def live_log(event: Event) -> None:
 
 
 def _number_and_push_on_commit(stream: str) -> None:
-    """Once per stream per transaction, however many events it announced there."""
+    """Once per stream per transaction, however many events it announced there: on PostgreSQL by
+    the process's numbering thread, so the caller does not wait for it (calvin/dashboard/numberer.py);
+    on SQLite (embedded `up`, one writer at a time) by the caller."""
+    if connection.vendor == "postgresql":
+        on_commit_once(("live", stream), lambda: NUMBERER.request(stream))
+        return
 
     def number_and_push():
         try:
-            frames = live_stream_number(stream)
+            _number_and_push([stream])
         except Exception:  # the change is committed; the next caller for the stream numbers it
             log.warning("live events of a %s stream could not be numbered", stream.split(":")[0], exc_info=True)
-            return
-        for frame in frames:
-            _push(frame)
 
     on_commit_once(("live", stream), number_and_push)
 
 
-def _push(frame: dict) -> None:
+def _number_and_push(streams: list[str]) -> None:
+    frames = live_streams_number(streams)
+    messages = _frames_messages(frames)
+    for frame in frames:
+        _push(frame, messages)
+
+
+NUMBERER = StreamNumberer(_number_and_push)
+
+
+def _push(frame: dict, messages: dict | None = None) -> None:
     """After numbering. A failed push loses nothing: the page sees the gap and catches up from the log."""
     try:
-        group_send(stream_group(frame["stream"]), {"type": "live.event", "frame": page_frame(frame)})
+        group_send(stream_group(frame["stream"]), {"type": "live.event", "frame": page_frame(frame, messages)})
     except Exception:
         log.warning("live push of %s #%s failed", frame["stream"].split(":")[0], frame["seq"], exc_info=True)
 
 
 def live_stream_settle(stream: str) -> int:
     """Number (and push) what an announcer left unnumbered, then the stream's latest seq."""
-    for frame in live_stream_number(stream):
-        _push(frame)
+    if LiveEvent.objects.filter(stream=stream, seq__isnull=True).exists():  # seldom: no lock, no write
+        _number_and_push([stream])
     return live_stream_seq(stream)
 
 
@@ -182,16 +165,34 @@ def header_html(thread: Thread) -> str:
     return render_to_string("chat/_thread_header.html", {**context, "live": True})
 
 
-def page_frame(frame: dict) -> dict:
-    """What a page gets for one logged event, rendered now from the database."""
+def _frames_messages(frames: list[dict]) -> dict[int, Message]:
+    """The messages a pass's thread frames show, in two queries however many: a new message has
+    no reactions to read (a reaction's own event, later, shows it re-rendered)."""
+    wanted = {True: [], False: []}
+    for frame in frames:
+        if frame["kind"] == "message" and frame["stream"].startswith("thread:"):
+            wanted[bool(frame["payload"].get("replace"))].append(frame["payload"].get("message_id"))
+    found = {}
+    for replace in (False, True):  # one new and edited in the same pass: read with its reactions
+        if wanted[replace]:
+            found.update(_shown_messages(wanted[replace], reactions=replace))
+    return found
+
+
+def page_frame(frame: dict, messages: dict | None = None) -> dict:
+    """What a page gets for one logged event, rendered now from the database (`messages`: those
+    read for the frame already)."""
     stream, seq, kind, payload = frame["stream"], frame["seq"], frame["kind"], frame["payload"]
     if stream.startswith("workspace:"):
         return {"stream": stream, "seq": seq, "event": kind, **payload}
     if kind == "message":
-        message = _shown_messages([payload.get("message_id")]).get(payload.get("message_id"))
+        replace = bool(payload.get("replace"))
+        if messages is None:
+            messages = _frames_messages([frame])
+        message = messages.get(payload.get("message_id"))
         if message is None:
             return {"seq": seq, "event": kind}  # not shown (yet): a queued send_message
-        shown = message_event(message, bool(payload.get("replace")), list(message.reactions.all()))
+        shown = message_event(message, replace, list(message.reactions.all()) if replace else [])
         shown.pop("type")
         return {**shown, "seq": seq, "event": kind}
     if kind in HEADER_KINDS:
@@ -204,9 +205,10 @@ def _number(stream: str) -> int:
     return int(stream.partition(":")[2])
 
 
-def _shown_messages(ids) -> dict[int, Message]:
+def _shown_messages(ids, *, reactions: bool = True) -> dict[int, Message]:
     query = Message.transcript().filter(id__in=[i for i in ids if isinstance(i, int)])
-    return {m.id: m for m in query.select_related("member", "sender_agent").prefetch_related("reactions")}
+    query = query.select_related("member", "sender_agent")
+    return {m.id: m for m in (query.prefetch_related("reactions") if reactions else query)}
 
 
 @dataclass

@@ -132,10 +132,8 @@ def thread_header_context(thread: Thread) -> dict:
     from calvin.workspaces.models import Agent
     from sessions.models import Session, Turn
 
-    session = (
-        Session.objects.select_related("agent", "host", "parent__thread", "thread__workspace")
-        .prefetch_related("children__thread")
-        .get(thread_id=thread.id)
+    session = Session.objects.select_related("agent", "host", "parent__thread", "thread__workspace").get(
+        thread_id=thread.id
     )
     agent = session.agent
     external = agent is not None and agent.provider == Agent.Provider.EXTERNAL
@@ -158,8 +156,9 @@ def thread_header_context(thread: Thread) -> dict:
         "running_turn": running_turn,
         "started_at": running_turn.started_at if running_turn else None,
         "mcp_json": external_mcp_json(session) if external else "",
-        "parent": session.parent,
-        "children": list(session.children.all()),
+        # Only a parent of its own workspace (a link edited by hand could lead elsewhere); what it
+        # spawned is the page's tree (templates/chat/_spawn_tree.html).
+        "parent": session.parent if session.parent and session.parent.workspace_id == session.workspace_id else None,
         "usage": _usage_context(session),  # P4's templates/chat/_usage.html
     }
 

@@ -15,6 +15,11 @@ urlpatterns = [
     path("w/<slug:slug>/threads/start/", workspace_views.workspace_session_start, name="thread-start"),
     path("w/<slug:slug>/settings/", workspace_views.workspace_settings, name="workspace-settings"),
     path(
+        "w/<slug:slug>/settings/approvals/",
+        workspace_views.workspace_settings_approvals,
+        name="workspace-settings-approvals",
+    ),
+    path(
         "w/<slug:slug>/settings/slack/uninstall/",
         workspace_views.workspace_slack_disconnect,
         name="workspace-slack-uninstall",
@@ -24,6 +29,11 @@ urlpatterns = [
     path("threads/<int:thread_id>/stop/", views.thread_stop, name="thread-stop"),
     path("threads/<int:thread_id>/connect/", views.thread_connect, name="thread-connect"),
     path("threads/<int:thread_id>/actions/<slug:action>/<int:target_id>/", views.thread_action, name="thread-action"),
+    path(
+        "threads/<int:thread_id>/approvals/<int:approval_id>/allow/",
+        views.thread_approval_allow,
+        name="approval-allow",
+    ),
     path("threads/<int:thread_id>/files/<int:message_id>/", views.message_file, name="message-file"),
     # request_secret's private form (calvin/dashboard/secret_form.py)
     path("threads/<int:thread_id>/secrets/<int:request_id>/", secret_form.secret_form, name="secret-form"),

@@ -14,7 +14,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
 from calvin.chat.links import public_base
-from calvin.dashboard.actions import ActionRefused, action_press
+from calvin.dashboard.actions import ActionRefused, action_press, allow_press
 from calvin.dashboard.connect import ConnectRefused, external_runner_issue
 from calvin.dashboard.forms import ReplyForm
 from calvin.dashboard.live import live_stream_seq, thread_stream
@@ -29,6 +29,7 @@ from calvin.dashboard.workspace_views import LAST_WORKSPACE, workspace_enter
 from calvin.previews.views import thread_previews_context
 from sessions.models import Message
 from sessions.services import message_post_by_person
+from sessions.spawn_tree import spawn_tree
 from sessions.turns import session_stop
 
 
@@ -76,6 +77,7 @@ def thread_detail(request, thread_id: int):
     page, has_earlier = thread_messages_page(thread, before=before, size=THREAD_PAGE_SIZE)
     context = {**thread_header_context(thread), "thread_messages": page, "has_earlier": has_earlier}
     context |= thread_previews_context(session=context["session"], member=member_in(request.user, thread.workspace_id))
+    context["spawn_tree"] = spawn_tree(session=context["session"])
     context["live"] = before is None
     context["live_seq"] = live_seq
     return render(request, "chat/thread.html", {**context, "form": ReplyForm()})
@@ -188,6 +190,29 @@ def thread_action(request, thread_id: int, action: str, target_id: int):
             member=member_in(request.user, thread.workspace_id),
             target_id=target_id,
             value=value,
+            via="web",
+        )
+    except ActionRefused as exc:
+        return JsonResponse({"ok": False, "text": str(exc)}, status=409)
+    return JsonResponse({"ok": True, "text": text})
+
+
+@login_required
+@require_POST
+def thread_approval_allow(request, thread_id: int, approval_id: int):
+    """A permission prompt's "Allow for this session" / "Allow always for this agent", with the
+    Bash command prefix the person chose in the card's form (approvals/rule_services.py)."""
+    thread = thread_for(request.user, thread_id)
+    value = request.POST.get("value", "")
+    if len(value) > 100:
+        return JsonResponse({"ok": False, "text": "that is not one of the card's buttons"}, status=400)
+    try:
+        text = allow_press(
+            thread=thread,
+            member=member_in(request.user, thread.workspace_id),
+            target_id=approval_id,
+            value=value,
+            prefix=request.POST.get("prefix"),  # None: a rule for a tool other than Bash
             via="web",
         )
     except ActionRefused as exc:

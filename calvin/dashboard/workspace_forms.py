@@ -2,6 +2,7 @@
 
 from django import forms
 
+from calvin.workspaces.models import Workspace
 from calvin.workspaces.slug_rules import MAX_NAME, MAX_SLUG, SLUG_RULE, name_problem, slug_normalise, slug_problem
 
 
@@ -34,5 +35,25 @@ class WorkspaceRenameForm(forms.Form):
     name = WorkspaceNameField()
 
 
+class WorkspaceDecidersForm(forms.Form):
+    self_modification_deciders = forms.ChoiceField(
+        choices=Workspace.SelfModificationDeciders.choices,
+        widget=forms.RadioSelect,
+        label="Who approves an agent's changes to itself (install_packages, add_mcp_server, create_agent)",
+    )
+
+
 class SessionStartForm(forms.Form):
     prompt = forms.CharField(max_length=40_000, widget=forms.Textarea(attrs={"rows": 3}))
+    # Offered when the workspace has web spaces (code channels): a thread started in one has the
+    # space's repository checked out before its first turn. Only this workspace's spaces are choices.
+    space = forms.ChoiceField(required=False, label="Where")
+
+    def __init__(self, *args, spaces=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        if not spaces:
+            del self.fields["space"]
+            return
+        choices = [("", "in the web channel")]
+        choices += [(s.channel, f"in code channel {s.label} ({s.repository.full_name})") for s in spaces]
+        self.fields["space"].choices = choices

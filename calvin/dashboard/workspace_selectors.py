@@ -143,7 +143,7 @@ def pending_approvals_of(workspace, *, now=None):
     now = now or timezone.now()
     return (
         PendingApproval.objects.filter(session__workspace=workspace, status="pending", expires_at__gt=now)
-        .select_related("session__thread", "session__owner__user")
+        .select_related("session__thread", "session__owner__user", "session__workspace")
         .order_by("requested_at", "id")
     )
 
@@ -206,9 +206,17 @@ def _stored_bytes(workspace) -> int:
     return StorageUsage.objects.filter(workspace=workspace).values_list("bytes", flat=True).first() or 0
 
 
-def _meter(label: str, used, limit, *, unit: str = "", resets: str = "") -> dict:
+def _meter(key: str, label: str, used, limit, *, unit: str = "", resets: str = "") -> dict:
     percent = None if not limit else min(100, round(float(used) / float(limit) * 100))
-    return {"label": label, "used": used, "limit": limit, "unit": unit, "percent": percent, "resets": resets}
+    return {
+        "key": key,
+        "label": label,
+        "used": used,
+        "limit": limit,
+        "unit": unit,
+        "percent": percent,
+        "resets": resets,
+    }
 
 
 def usage_meters(workspace, *, now=None) -> list[dict]:
@@ -221,10 +229,18 @@ def usage_meters(workspace, *, now=None) -> list[dict]:
     spent = round(_month_spend(workspace, today), 2)
     cap = quota.monthly_spend_cap_usd
     return [
-        _meter("Tool calls today", use["tool_calls"], use["tool_calls_per_day"], resets="00:00 UTC"),
-        _meter("Turns today", use["turns"], use["turns_per_day"], resets="00:00 UTC"),
-        _meter("Agent minutes this month", use["agent_minutes"], use["agent_minutes_per_month"], unit="min"),
-        _meter("Sessions running now", running, use["concurrent_sessions"]),
-        _meter("Storage", stored_mib, quota.storage_mib, unit="MiB"),
-        _meter("Spend this month", spent, float(cap) if cap is not None else None, unit="$"),
+        _meter(
+            "tool_calls_today", "Tool calls today", use["tool_calls"], use["tool_calls_per_day"], resets="00:00 UTC"
+        ),
+        _meter("turns_today", "Turns today", use["turns"], use["turns_per_day"], resets="00:00 UTC"),
+        _meter(
+            "agent_minutes_month",
+            "Agent minutes this month",
+            use["agent_minutes"],
+            use["agent_minutes_per_month"],
+            unit="min",
+        ),
+        _meter("sessions_running", "Sessions running now", running, use["concurrent_sessions"]),
+        _meter("storage_mib", "Storage", stored_mib, quota.storage_mib, unit="MiB"),
+        _meter("spend_month_usd", "Spend this month", spent, float(cap) if cap is not None else None, unit="$"),
     ]

@@ -10,12 +10,19 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
+from approvals.policy import approval_session_owner_decides
+from approvals.services import approval_may_decide
 from calvin.chat.slack.inbound import workspace_slack_uninstall
 from calvin.chat.slack.installations import one_team_mode, slack_setup_lines
 from calvin.chat.slack.oauth import oauth_configured
 from calvin.dashboard.live import live_stream_seq, workspace_stream
 from calvin.dashboard.selectors import member_for_slug
-from calvin.dashboard.workspace_forms import SessionStartForm, WorkspaceCreateForm, WorkspaceRenameForm
+from calvin.dashboard.workspace_forms import (
+    SessionStartForm,
+    WorkspaceCreateForm,
+    WorkspaceDecidersForm,
+    WorkspaceRenameForm,
+)
 from calvin.dashboard.workspace_selectors import (
     STATES,
     SessionFilters,
@@ -30,11 +37,14 @@ from calvin.dashboard.workspace_selectors import (
     usage_meters,
     waiting_secret_requests_of,
 )
+from calvin.workspaces.code_channel_rules import space_channel_id
+from calvin.workspaces.code_channel_selectors import web_spaces_of
 from calvin.workspaces.services import (
     WorkspaceRefused,
     owned_workspace_count,
     workspace_create,
     workspace_rename,
+    workspace_self_modification_deciders_set,
 )
 from secrets_vault.crypto import vault_available
 from sessions.services import session_start
@@ -94,7 +104,8 @@ def workspace_home(request, slug: str):
     approvals = list(pending_approvals_of(workspace))
     questions = list(open_questions_of(workspace))
     for item in approvals:
-        item.may_decide = item.session.may_be_decided_by(member)
+        item.may_decide = approval_may_decide(member=member, approval=item)
+        item.admins_only = not approval_session_owner_decides(item)
     for item in questions:
         item.may_decide = item.tool_call.session.may_be_decided_by(member)
     for session in page:
@@ -103,7 +114,7 @@ def workspace_home(request, slug: str):
     context = {
         "member": member,
         "workspace": workspace,
-        "form": SessionStartForm(),
+        "form": SessionStartForm(spaces=web_spaces_of(workspace_id=workspace.id)),
         "live_seq": live_seq,
         "filters": filters,
         "filter_query": urlencode(filters.as_query()),
@@ -126,10 +137,17 @@ def workspace_home(request, slug: str):
 @require_POST
 def workspace_session_start(request, slug: str):
     member = member_for_slug(request.user, slug)
-    form = SessionStartForm(request.POST)
+    form = SessionStartForm(request.POST, spaces=web_spaces_of(workspace_id=member.workspace_id))
     if not form.is_valid():
+        if "space" in form.errors:
+            return HttpResponseBadRequest("That code channel is not one of this workspace's: reload and choose again.")
         return HttpResponseBadRequest("Write what the agent should do (at most 40,000 characters).")
-    session = session_start(workspace=member.workspace, owner=member, prompt=form.cleaned_data["prompt"])
+    # A thread in a space is a web thread whose channel names it (calvin/workspaces/code_channel_rules.py).
+    space = form.cleaned_data.get("space")
+    channel_id = space_channel_id(space) if space else "web"
+    session = session_start(
+        workspace=member.workspace, owner=member, prompt=form.cleaned_data["prompt"], channel_id=channel_id
+    )
     return redirect("dashboard:thread", thread_id=session.thread_id)
 
 
@@ -163,9 +181,45 @@ def workspace_settings(request, slug: str):
         else:
             django_messages.success(request, "Name saved." if changed else "The name is unchanged.")
             return redirect("dashboard:workspace-settings", slug=slug)
-    context = {"member": member, "workspace": member.workspace, "form": form, "admins_only": ADMINS_ONLY}
-    context |= _slack_context(request, member.workspace)
-    return render(request, "dashboard/workspace_settings.html", context, status=400 if form.errors else 200)
+    return _settings_page(request, member, form=form)
+
+
+def _settings_page(request, member, *, form=None, deciders_form=None):
+    workspace = member.workspace
+    context = {
+        "member": member,
+        "workspace": workspace,
+        "form": form or WorkspaceRenameForm(initial={"name": workspace.name}),
+        "deciders_form": deciders_form
+        or WorkspaceDecidersForm(initial={"self_modification_deciders": workspace.self_modification_deciders}),
+        "admins_only": ADMINS_ONLY,
+    }
+    context |= _slack_context(request, workspace)
+    errors = context["form"].errors or context["deciders_form"].errors
+    return render(request, "dashboard/workspace_settings.html", context, status=400 if errors else 200)
+
+
+@login_required
+@require_POST
+def workspace_settings_approvals(request, slug: str):
+    """Owners and admins choose who approves an agent's changes to itself."""
+    member = member_for_slug(request.user, slug)
+    workspace_enter(request, member)
+    if not member.is_admin:
+        return HttpResponseForbidden(ADMINS_ONLY)
+    form = WorkspaceDecidersForm(request.POST)
+    if form.is_valid():
+        try:
+            changed = workspace_self_modification_deciders_set(
+                member=member, deciders=form.cleaned_data["self_modification_deciders"]
+            )
+        except WorkspaceRefused as refused:
+            form.add_error(refused.field, str(refused))
+        else:
+            said = "saved" if changed else "unchanged"
+            django_messages.success(request, f"Who approves an agent's changes to itself: {said}.")
+            return redirect("dashboard:workspace-settings", slug=slug)
+    return _settings_page(request, member, deciders_form=form)
 
 
 @login_required

@@ -1,5 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -17,6 +19,12 @@ from calvin.workspaces.admin_forms import (
     destination_choices_limit,
     quota_form_save,
 )
+from calvin.workspaces.code_channels import (
+    CodeChannelRefused,
+    code_channel_change,
+    code_channel_create,
+    code_channel_delete,
+)
 from calvin.workspaces.definitions import (
     FORMATS,
     MAX_BYTES,
@@ -27,6 +35,7 @@ from calvin.workspaces.definitions import (
 )
 from calvin.workspaces.models import (
     Agent,
+    CodeChannel,
     DailyUsage,
     Destination,
     Member,
@@ -154,11 +163,15 @@ class DefinitionImportForm(forms.Form):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
-    """Superusers see every workspace; a workspace's owners and admins see and rename theirs and
-    reach its definition's export and import. The egress policy is edited by superusers only: an
-    allowlist can open private addresses of the hosts' network. The slug and Slack team stay put."""
+class WorkspaceAdmin(AuditedChangesAdmin, WorkspaceScopedAdmin, admin.ModelAdmin):
+    """Superusers see every workspace; a workspace's owners and admins see and rename theirs, set
+    its approval timeout and who approves an agent's changes to itself, and reach its definition's
+    export and import. The egress policy is edited by superusers only: an allowlist can open private
+    addresses of the hosts' network. The slug and Slack team stay put. Every save that changes a
+    setting is audited (workspace.change, as the dashboard's settings page records it)."""
 
+    audit_noun = "workspace"
+    audit_workspace_path = "id"
     workspace_path = "id"
     tenant_permissions = {"view", "change"}
     platform_fields = ["slug", "slack_team_id", "egress_policy", "egress_allowlist"]
@@ -270,6 +283,77 @@ class RepositoryAdmin(AuditedChangesAdmin, WorkspaceScopedAdmin, admin.ModelAdmi
     search_fields = ["name", "full_name", "clone_url"]
 
 
+class CodeChannelForm(forms.ModelForm):
+    """The model's rules (CodeChannel.clean: the channel's shape by kind, a repository of the same
+    workspace; its constraints: once per workspace, a Slack channel in one workspace only)."""
+
+    # Checked as typed: "C0123ABCD\n" or " web" is refused, never quietly trimmed into another value.
+    channel = forms.CharField(
+        strip=False,
+        max_length=CodeChannel._meta.get_field("channel").max_length,
+        help_text=CodeChannel._meta.get_field("channel").help_text,
+    )
+
+    class Meta:
+        model = CodeChannel
+        fields = ["workspace", "kind", "channel", "repository"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.fields.get("repository")
+        if field is not None:
+            # Someone who runs two workspaces tells their repositories apart by the workspace's name.
+            field.queryset = field.queryset.select_related("workspace")
+            field.label_from_instance = lambda repository: f"{repository.full_name} ({repository.workspace})"
+
+
+@admin.register(CodeChannel)
+class CodeChannelAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+    """A workspace's owners and admins bind a Slack channel (its id) or a web space (a name) to one of
+    its repositories. Saved and deleted through calvin/workspaces/code_channels.py, which checks the
+    rules again and audits (code_channel.create / .change / .delete)."""
+
+    tenant_permissions = {"view", "add", "change", "delete"}
+    form = CodeChannelForm
+    list_display = ["channel", "kind", "repository", "workspace", "created_at"]
+    list_select_related = ["workspace", "repository"]
+    list_filter = ["kind", ("workspace", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["channel", "repository__name", "repository__full_name"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A binding stays in its workspace: its threads and repository are that workspace's.
+        return ["workspace", "created_at"] if obj else []
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        field = form.base_fields.get("repository")
+        if obj is not None and field is not None:
+            field.queryset = field.queryset.filter(workspace_id=obj.workspace_id)  # only its own workspace's
+        return form
+
+    def save_model(self, request, obj, form, change):
+        fields = {"kind": obj.kind, "channel": obj.channel, "repository": obj.repository, "actor": request.user}
+        try:
+            if change:
+                code_channel_change(code_channel=obj, **fields)
+            else:
+                created = code_channel_create(workspace=obj.workspace, **fields)
+                obj.pk = created.pk
+        except CodeChannelRefused as refused:  # only a race gets here (a role taken away, the channel
+            raise PermissionDenied(str(refused)) from None  # bound meanwhile): the form checked the rest
+
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, [obj])
+
+    def delete_queryset(self, request, queryset):
+        try:
+            with transaction.atomic():  # the delete_selected action runs outside the admin's transaction
+                for binding in queryset:
+                    code_channel_delete(code_channel=binding, actor=request.user)
+        except CodeChannelRefused as refused:
+            raise PermissionDenied(str(refused)) from None
+
+
 @admin.register(Quota)
 class QuotaAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     """Superusers set any limit; a workspace's owners and admins see theirs (and its use) and set
@@ -289,7 +373,7 @@ class QuotaAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     list_select_related = ["workspace"]
     search_fields = ["workspace__name"]
     limits = ["concurrent_sessions", "turns_per_day", "agent_minutes_per_month", "tool_calls_per_day", "storage_mib"]
-    limits += ["monthly_spend_cap_usd", "session_spend_cap_usd"]
+    limits += ["monthly_spend_cap_usd", "session_spend_cap_usd", "spawn_depth_max", "spawn_live_descendants_max"]
     usage = ["turns_today", "tool_calls_today", "agent_minutes_this_month", "spend_this_month"]
 
     def get_queryset(self, request):
@@ -399,6 +483,14 @@ class AgentAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         # An agent stays in its workspace: its directory, sessions and secrets are there.
         return [*self.readonly_fields, "workspace"] if obj else self.readonly_fields
+
+    def get_inlines(self, request, obj):
+        if obj is None:
+            return self.inlines
+        # Its allow rules, revocable here: defined by approvals, which sits above workspaces.
+        from approvals.admin import ApprovalRuleInline
+
+        return [*self.inlines, ApprovalRuleInline]
 
     def save_model(self, request, obj, form, change):
         agent_form_save(request=request, agent=obj, form=form, change=change)

@@ -24,6 +24,7 @@ from tools.services.agents import (
     ARGS_MAX,
     NPM_NAME,
     PACKAGE_NAME_MAX,
+    env_with_references,
     mcp_server_problems,
     shown,
 )
@@ -208,6 +209,7 @@ class McpServersField(forms.Field):
                 continue
             args = _lines(row["args"])
             env, env_problems = _env_parse(row["env"])
+            env = env_with_references(env)
             # The duplicate check reads the servers above this row, as the tool reads the agent's own.
             above = Agent(mcp_servers=servers)
             found = mcp_server_problems(agent=above, name=name, command=command, args=args, env=env)
@@ -385,6 +387,7 @@ class QuotaForm(forms.ModelForm):
         model = Quota
         fields = ["workspace", "concurrent_sessions", "turns_per_day", "agent_minutes_per_month"]
         fields += ["tool_calls_per_day", "storage_mib", "monthly_spend_cap_usd", "session_spend_cap_usd"]
+        fields += ["spawn_depth_max", "spawn_live_descendants_max"]
 
     def clean(self):
         from calvin.operators import operator_for

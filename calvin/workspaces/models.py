@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
 
-from calvin.workspaces import egress_rules, repository_rules
+from calvin.workspaces import code_channel_rules, egress_rules, repository_rules
 from calvin.workspaces.time_zones import validate_time_zone
 
 
@@ -24,6 +24,10 @@ class Workspace(models.Model):
         OPEN = egress_rules.OPEN, "open: any public address"
         ALLOWLIST = egress_rules.ALLOWLIST, "allowlist: only the hosts and ports listed"
         NONE = egress_rules.NONE, "none: only the gateway"
+
+    class SelfModificationDeciders(models.TextChoices):
+        ADMINS = "admins", "the workspace's owners and admins"
+        ADMINS_AND_OWNER = "admins-and-owner", "owners and admins, and the person who started the session"
 
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=80, unique=True)
@@ -51,6 +55,14 @@ class Workspace(models.Model):
     # Where a scheduled task's cron is read unless the task names a zone of its own.
     time_zone = models.CharField(
         max_length=64, default="UTC", validators=[validate_time_zone], help_text="An IANA name, e.g. Europe/Berlin."
+    )
+    # Who decides an agent's changes to itself (install_packages, add_mcp_server, create_agent).
+    # Seed 002: "an admin gets an approval card"; the session's owner too only where a workspace says so.
+    self_modification_deciders = models.CharField(
+        max_length=20,
+        choices=SelfModificationDeciders.choices,
+        default=SelfModificationDeciders.ADMINS,
+        help_text="Who may approve an agent's install_packages, add_mcp_server and create_agent.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -178,6 +190,61 @@ class Repository(models.Model):
         return self.full_name
 
 
+class CodeChannel(models.Model):
+    """A Slack channel or a web space bound to one of its workspace's repositories: a session
+    started there has the repository checked out before its first turn, and spawn_thread from it
+    posts in the owner's direct messages (seed 000). Bound in the admin (calvin/workspaces/code_channels.py)."""
+
+    class Kind(models.TextChoices):
+        SLACK = code_channel_rules.SLACK, "Slack channel"
+        WEB = code_channel_rules.WEB, "web space"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="code_channels")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.SLACK)
+    channel = models.CharField(
+        max_length=code_channel_rules.MAX_CHANNEL,
+        help_text="Slack: the channel's id (C0123ABCD, at the bottom of its details in Slack). Web: the space's "
+        "name (small letters, digits and dashes), offered when a thread is started on the dashboard.",
+    )
+    # Same workspace: clean() and the services say so (a constraint cannot reach across the join).
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="code_channels")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "channel"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "kind", "channel"],
+                name="codechannel_unique_channel",
+                violation_error_message="This channel is already a code channel of this workspace.",
+            ),
+            # Slack channel ids are Slack's, not a workspace's: one binding decides, whoever typed the id.
+            models.UniqueConstraint(
+                fields=["channel"],
+                condition=Q(kind="slack"),
+                name="codechannel_slack_one_workspace",
+                violation_error_message="This Slack channel is already a code channel (each Slack channel is "
+                "bound in one workspace only).",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{code_channel_rules.channel_label(self.channel)} → {self.repository}"
+
+    @property
+    def label(self) -> str:
+        return code_channel_rules.channel_label(self.channel)
+
+    def clean(self):
+        problem = code_channel_rules.channel_problem(self.kind, self.channel)
+        if problem:
+            raise ValidationError({"channel" if self.kind in self.Kind.values else "kind": problem})
+        if self.repository_id is not None and self.workspace_id is not None:
+            of = Repository.objects.filter(id=self.repository_id).values_list("workspace_id", flat=True).first()
+            if of != self.workspace_id:
+                raise ValidationError({"repository": "Choose a repository of this code channel's own workspace."})
+
+
 class Quota(models.Model):
     """What a workspace may use. Days and months are UTC calendar days and months."""
 
@@ -193,6 +260,14 @@ class Quota(models.Model):
     )
     session_spend_cap_usd = models.DecimalField(
         max_digits=10, decimal_places=2, null=True, blank=True, help_text="USD per session."
+    )
+    # spawn_thread: how deep a tree of spawned threads may grow (the root is depth 0), and how many
+    # spawned sessions under one root may be alive at once (runaway spawning elsewhere taught both).
+    spawn_depth_max = models.PositiveIntegerField(
+        default=3, help_text="How many levels of spawned threads below a root."
+    )
+    spawn_live_descendants_max = models.PositiveIntegerField(
+        default=20, help_text="Spawned sessions alive at once under one root session."
     )
 
     def __str__(self) -> str:

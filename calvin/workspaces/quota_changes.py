@@ -13,6 +13,7 @@ from calvin.operators import operator_check, operator_user
 from calvin.workspaces.models import Quota
 
 COUNTS = ("concurrent_sessions", "turns_per_day", "agent_minutes_per_month", "tool_calls_per_day", "storage_mib")
+COUNTS += ("spawn_depth_max", "spawn_live_descendants_max")  # spawn_thread's trees (tools/services/spawns.py)
 # USD; empty is no cap. A tenant sets its own caps freely unless CALVIN_QUOTA_CEILING names one,
 # which then bounds the cap (and an empty cap, being no bound, is past it).
 SPEND_CAPS = ("monthly_spend_cap_usd", "session_spend_cap_usd")

@@ -89,6 +89,30 @@ def workspace_rename(*, member: Member, name: str) -> bool:
     return True
 
 
+@transaction.atomic
+def workspace_self_modification_deciders_set(*, member: Member, deciders: str) -> bool:
+    """Who decides an agent's changes to itself (approvals.policy.session_owner_decides): the
+    workspace's owners and admins only, or the session's starter too. False when unchanged."""
+    member = workspace_admin_now(member)
+    if deciders not in Workspace.SelfModificationDeciders.values:
+        raise WorkspaceRefused(f"{deciders!r} is not one of the choices", field="self_modification_deciders")
+    workspace = Workspace.objects.select_for_update().get(pk=member.workspace_id)
+    before = workspace.self_modification_deciders
+    if before == deciders:
+        return False
+    workspace.self_modification_deciders = deciders
+    workspace.save(update_fields=["self_modification_deciders"])
+    # The verb the admin's Workspace form records too (calvin/workspaces/admin.py).
+    audit_record(
+        verb="workspace.change",
+        workspace=workspace,
+        actor=member,
+        target=workspace,
+        changes={"self_modification_deciders": (before, deciders)},
+    )
+    return True
+
+
 DEFAULT_AGENT_NAME = "main"
 YOUR_AGENT_NAME = "your-own-agent"
 

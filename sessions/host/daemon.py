@@ -17,6 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from sessions.host.files import file_read_answer
+from sessions.host.inbox import InboxClient
 from sessions.host.preview_streams import PreviewStreams, preview_probe_answer, session_connector
 from sessions.host.runner import SessionRunner
 from sessions.host.sandbox import MIRRORS_MODE, Sandbox, private_directory
@@ -36,6 +37,15 @@ class HostRefused(Exception):
 
 class HostUnsandboxed(Exception):
     """bwrap does not work here and the operator did not allow agents without it."""
+
+
+def _raise_if_refused(ws) -> None:
+    """The gateway closed with 4401, whatever was under way: the read loop, or the register sent
+    as the gateway's close arrived. Read from the close frame received: ws.close_code stays None
+    until the TCP connection is gone too, and a refused host would go on retrying."""
+    refusal = ws.protocol.close_rcvd
+    if refusal is not None and refusal.code == UNAUTHORIZED:
+        raise HostRefused(refusal.reason or "the gateway refused this host's token (unknown or revoked)")
 
 
 class HostDaemon:
@@ -109,7 +119,10 @@ class HostDaemon:
                     compression=None,
                 ) as ws:
                     backoff = 0.5
-                    await self._serve(ws)
+                    try:
+                        await self._serve(ws)
+                    finally:
+                        _raise_if_refused(ws)
             except HostRefused:
                 raise
             except InvalidStatus as exc:
@@ -130,7 +143,7 @@ class HostDaemon:
                 "capacity": self.capacity,
                 "version": VERSION,
                 "sandbox": self.sandbox.kind,
-                "running": sorted(self.turn_sessions),
+                "running": self._turns_to_keep(),
                 "runners": [
                     {"session": session_id, "generation": runner.generation}
                     for session_id, runner in self.runners.items()
@@ -158,8 +171,13 @@ class HostDaemon:
             writer.cancel()
             heartbeat.cancel()
             await previews.close()
-            if ws.close_code == UNAUTHORIZED:
-                raise HostRefused(ws.close_reason or "the gateway refused this host's token (unknown or revoked)")
+
+    def _turns_to_keep(self) -> list[int]:
+        """The turns registering reports as this host's: those running, and those that ended
+        while the connection was down, whose turn.finished waits in the outbox to be sent next.
+        Left out, the gateway would take them for lost in a restart and run them again."""
+        ended = {m["turn"] for m in self.outbox if m.get("type") == "turn.finished"}
+        return sorted(set(self.turn_sessions) | ended)
 
     async def _send(self, message: dict) -> None:
         async with self._send_lock:
@@ -260,6 +278,8 @@ class HostDaemon:
                 homes_root=self.homes_root,
                 gateway=self.mcp_base,
                 egress_root=self.state_dir / "egress",
+                inbox=InboxClient(gateway=self.mcp_base, token=self.token),
+                git_state_dir=self.state_dir,
             )
             self.runners[session_id] = runner
         return runner
@@ -326,6 +346,7 @@ class HostDaemon:
             text = f"The agent's packages could not be built; it runs with its previous environment. {result.error}"
             self.post({"type": "turn.event", "turn": message["turn"], "event": {"kind": "error", "text": text}})
             message["prompt"] = f"[system] {text}\n\n{message.get('prompt', '')}"
+            message["environment_built"] = False  # the runner does not tell the agent they are in
         return list(result.bin_dirs), prefix
 
     async def _stop(self, message: dict) -> None:

@@ -18,7 +18,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from sessions.host.agent_servers import agent_servers
+from sessions.host.code_channel import code_channel_checkout
 from sessions.host.egress import EgressPolicy, EgressProxy, gateways_of, proxy_environment
+from sessions.host.inbox import InboxClient, inbox_deliver
 from sessions.host.preview_streams import PreviewRefused, Streams, door_connect, door_listen, door_remove
 from sessions.host.providers import LINE_LIMIT, REPO, Outcome, Provider, ProviderError, provider_for
 from sessions.host.sandbox import Sandbox, limit_resources, private_directory, write_private
@@ -171,6 +173,8 @@ class SessionRunner:
         homes_root: Path | None = None,
         gateway: str = "",
         egress_root: Path | None = None,
+        inbox: InboxClient | None = None,
+        git_state_dir: Path | None = None,
     ):
         self.session_id = int(session_id)
         self.directory = Path(sessions_root) / f"session-{self.session_id}"
@@ -196,11 +200,19 @@ class SessionRunner:
         self.generation: int | None = None
         self.busy = False
         self._token = ""
+        self._calvin_mcp_url = ""  # the turn's calvin server: what calvin-send-file calls from any directory
+        # What the last turn ran with (packages, the agent's MCP servers): a turn that runs with more
+        # or fewer tells the agent first, since an approval in another session changed them.
+        self._equipment: tuple[frozenset, frozenset, frozenset] | None = None
+        self._started_servers: set[str] = set()
         self._process: asyncio.subprocess.Process | None = None
         self._stop_requested = False
         self._stopped = False  # stop() found the agent still running (or not yet started)
         self._agents_md: tuple[float, str] | None = None  # the newest AGENTS.md: (composed at, text)
         self._agent_directory: Path | None = None  # the agent's own, kept across its sessions
+        self.inbox = inbox  # where files sent to the agent come from (the gateway, as this host)
+        # The host's state directory, whose repository cache a code channel's checkout uses (as checkout_repo's).
+        self.git_state_dir = Path(git_state_dir) if git_state_dir else None
 
     async def run_turn(self, turn: dict, *, extra_path=(), reveal=(), agent_directory: Path | None = None) -> dict:
         """Run one turn's agent; returns the turn.finished message.
@@ -298,6 +310,34 @@ class SessionRunner:
             raise PreviewRefused("not_running", "no sandbox of this session is running now")
         return await door_connect(self._door, port)
 
+    def _equipment_changes(self, turn: dict) -> list[str]:
+        """What changed in the agent's packages and MCP servers since this session's last turn here."""
+        environment = turn.get("environment") or {}
+        before = self._equipment
+        packages = (frozenset(environment.get("apt") or ()), frozenset(environment.get("npm") or ()))
+        if turn.get("environment_built") is False and before is not None:
+            packages = before[:2]  # the build failed (the daemon said so): it runs with what it had
+        now = (*packages, frozenset(self._started_servers))
+        self._equipment = now
+        if before is None:  # the runner's first turn: its environment is all it knows
+            return []
+        notes = []
+        kinds = zip(("apt", "npm"), now[:2], before[:2], strict=True)
+        added = [f"{kind}: {', '.join(sorted(new - old))}" for kind, new, old in kinds if new - old]
+        if added:
+            notes.append(
+                f"Your environment was rebuilt (version {environment.get('version')}) since your last turn: "
+                f"{'; '.join(added)} installed, usable from this turn on."
+            )
+        if now[2] - before[2]:
+            notes.append(
+                f"MCP server {', '.join(sorted(now[2] - before[2]))} was added since your last turn: its tools are "
+                "yours from this turn on."
+            )
+        if before[2] - now[2]:
+            notes.append(f"MCP server {', '.join(sorted(before[2] - now[2]))} was removed since your last turn.")
+        return notes
+
     def _finished(self, number, outcome: Outcome) -> dict:
         return {
             "type": "turn.finished",
@@ -312,12 +352,16 @@ class SessionRunner:
     async def _run(self, turn: dict, number, extra_path: list[str], reveal: list) -> Outcome:
         try:
             self._take_token(turn.get("runner") or {})
+            self._calvin_mcp_url = str((turn.get("mcp_servers") or {}).get("calvin") or "")
             secrets = self._prepare(turn)
             prompt = str(turn.get("prompt") or "")
             provider = self._provider(turn, prompt)
             problems = self._write_mcp_config(turn, provider, secrets, extra_path)
-            if problems:
-                provider = self._provider(turn, "\n".join(f"[system] {p}" for p in problems) + f"\n\n{prompt}")
+            problems += await self._inbox(turn)
+            checked_out = await self._code_channel_checkout(turn, number)
+            notes = [*checked_out, *problems, *self._equipment_changes(turn)]
+            if notes:
+                provider = self._provider(turn, "\n".join(f"[system] {n}" for n in notes) + f"\n\n{prompt}")
         except (ProviderError, OSError, RuntimeError) as error:
             return Outcome("failed", error=str(error))
         for problem in problems:
@@ -336,6 +380,32 @@ class SessionRunner:
             outcome = await self._run_process(fresh, secrets, number, extra_path, reveal)
             outcome.usage = usage_added(spent, outcome.usage)
         return outcome
+
+    async def _code_channel_checkout(self, turn: dict, number) -> list[str]:
+        """A code channel's repository, checked out before the agent runs (sessions/host/code_channel.py):
+        the gateway gets the outcome, the agent a line saying it. Never fails the turn."""
+        done = await code_channel_checkout(
+            turn.get("checkout"),
+            session_id=self.session_id,
+            state_dir=self.git_state_dir,
+            sessions_root=self.directory.parent,
+            sandbox=self.sandbox,
+        )
+        if done is None:
+            return []
+        report, told = done
+        await self.emit({**report, "turn": number})
+        return [told]
+
+    async def _inbox(self, turn: dict) -> list[str]:
+        """Files other agents sent, written into the agent's directory before it runs
+        (sessions/host/inbox.py); what could not be written, to tell the agent."""
+        files = turn.get("inbox")
+        if not isinstance(files, list) or not files or self._agent_directory is None or self.inbox is None:
+            return []
+        return await inbox_deliver(
+            agent_directory=self._agent_directory, files=files, client=self.inbox, owner=self.sandbox.agent_owner
+        )
 
     async def _gate(self, script: str, secrets, number, extra_path, reveal) -> Outcome | None:
         """A scheduled task's script, run first in the same sandbox: the agent wakes (None) only
@@ -396,6 +466,7 @@ class SessionRunner:
         own, problems = agent_servers(
             turn.get("agent_mcp_servers"), secrets=available, taken=set(servers) | {"calvin", "nanoclaw"}
         )
+        self._started_servers = set(own)  # what the agent has this turn (a server left out is not)
         config = json.dumps({"mcpServers": {**servers, **own}}, indent=2)
         write_private(self.directory, MCP_CONFIG_FILE, config, owner=self.sandbox.agent_owner)
         return problems
@@ -478,6 +549,8 @@ class SessionRunner:
             base[AGENT_DIRECTORY_VARIABLE] = str(self._agent_directory)
         if self.gateway and self._token:  # what `ncl` reads: the API as this agent, within its cli_scope
             base |= {"CALVIN_URL": self.gateway, "CALVIN_TOKEN": self._token}
+        if self._calvin_mcp_url and self._token:  # calvin-send-file, wherever in the session it runs
+            base |= {"CALVIN_MCP_URL": self._calvin_mcp_url, "CALVIN_TOKEN": self._token}
         return {**secrets, **provider.env, **base}  # a secret cannot replace what the runner sets
 
     async def _run_process(self, provider: Provider, secrets: dict[str, str], number, extra_path, reveal) -> Outcome:

@@ -43,6 +43,11 @@ def posted(agent: Agent, **changes) -> dict:
         "destinations-INITIAL_FORMS": "0",
         "destinations-MIN_NUM_FORMS": "0",
         "destinations-MAX_NUM_FORMS": "1000",
+        # The agent's allow rules (approvals/admin.py ApprovalRuleInline): none here.
+        "approval_rules-TOTAL_FORMS": "0",
+        "approval_rules-INITIAL_FORMS": "0",
+        "approval_rules-MIN_NUM_FORMS": "0",
+        "approval_rules-MAX_NUM_FORMS": "1000",
     }
     for index, (name, spec) in enumerate(agent.mcp_servers.items()):
         data |= {
@@ -117,7 +122,7 @@ def test_mcp_server_rows_are_added_and_removed(owner_client, agent):
             "mcp_servers-1-name": "files",
             "mcp_servers-1-command": "/usr/bin/files-mcp",
             "mcp_servers-1-args": "--root\n/work",
-            "mcp_servers-1-env": "TOKEN=vault:files_token\nMODE=ro",
+            "mcp_servers-1-env": "TOKEN=vault:files_token\nMODE=ro\nFILES_KEY=onecli-managed",
         },
     )
     assert owner_client.post(change_url(agent), data).status_code == 302
@@ -126,7 +131,7 @@ def test_mcp_server_rows_are_added_and_removed(owner_client, agent):
         "files": {
             "command": "/usr/bin/files-mcp",
             "args": ["--root", "/work"],
-            "env": {"TOKEN": "vault:files_token", "MODE": "ro"},
+            "env": {"TOKEN": "vault:files_token", "MODE": "ro", "FILES_KEY": "vault:FILES_KEY"},
         }
     }
     assert AuditEvent.objects.get(verb="agent.change").changes == {"mcp_servers": [["search"], ["files"]]}

@@ -21,6 +21,7 @@ def change_url(workspace) -> str:
 
 def posted(quota: Quota, **limits) -> dict:
     names = ("concurrent_sessions", "turns_per_day", "agent_minutes_per_month", "tool_calls_per_day", "storage_mib")
+    names += ("spawn_depth_max", "spawn_live_descendants_max")
     return {name: limits.get(name, getattr(quota, name)) for name in names}
 
 

@@ -140,6 +140,15 @@ class Presser:
             headers={"X-CSRFToken": self.token, "Accept": "application/json"},
         )
 
+    def allow(self, approval_id: int, value: str = "allow_session", prefix: str | None = None):
+        """A permission prompt's allow button, with the prefix typed into the card's form (as actions.js posts it)."""
+        data = {"value": value} if prefix is None else {"value": value, "prefix": prefix}
+        return self.http.post(
+            f"/threads/{self.thread_id}/approvals/{approval_id}/allow/",
+            data=data,
+            headers={"X-CSRFToken": self.token, "Accept": "application/json"},
+        )
+
 
 @contextmanager
 def pressing(base_url: str, username: str, password: str, thread_id: int):

@@ -98,10 +98,32 @@ def test_a_superuser_who_is_not_an_admin_of_the_workspace_is_refused(admin_http,
     assert f"Approval {approval.id}: you are not a member of Acme; nothing changed." in page
     Member.objects.create(workspace=agent.session.workspace, user=root, role=Member.Role.MEMBER)
     page = run_action(admin_http, "approve_selected", [approval.id])
-    assert "only the person who started this session or an owner or admin of its workspace" in page
+    assert "only the workspace&#x27;s owners and admins can decide an agent&#x27;s changes to itself" in page
     approval.refresh_from_db()
     assert approval.status == S.PENDING and approval.decided_by is None
     assert ToolCall.objects.get(id=approval.tool_call_id).status == ToolCall.Status.AWAITING_APPROVAL
+
+
+def test_an_agents_change_to_itself_waits_for_an_admin_unless_the_workspace_lets_its_starter_decide(
+    admin_http, agent, root
+):
+    from calvin.workspaces.models import Workspace
+    from sessions.models import Session
+
+    # root started the session as a plain member of Acme.
+    starter = Member.objects.create(workspace=agent.session.workspace, user=root, role=Member.Role.MEMBER)
+    Session.objects.filter(id=agent.session.id).update(owner=starter)
+    approval = requested(agent, "install_packages", {"apt": ["jq"]})
+    page = run_action(admin_http, "deny_selected", [approval.id])
+    assert "only the workspace&#x27;s owners and admins can decide an agent&#x27;s changes to itself" in page
+    assert PendingApproval.objects.get(id=approval.id).status == S.PENDING
+    Workspace.objects.filter(id=agent.session.workspace_id).update(
+        self_modification_deciders=Workspace.SelfModificationDeciders.ADMINS_AND_OWNER
+    )
+    page = run_action(admin_http, "deny_selected", [approval.id])
+    assert f"Approval {approval.id}: Denied" in page
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by_id, approval.decided_via) == (S.DENIED, starter.id, "admin")
 
 
 def test_an_already_decided_row_is_told_so(admin_http, agent, root):

@@ -3,6 +3,7 @@ workspace installed into a stand-in Slack team."""
 
 import httpx2
 import pytest
+from django.core.cache import cache
 
 from calvin.chat.slack.installations import installation_save
 from tests.support.slack_requests import FORM, JSON, signed_headers
@@ -11,9 +12,21 @@ from tests.support.slack_standin import SlackStandIn
 SIGNING_SECRET = "standin-signing-secret-0123456789abcdef"
 
 
+def read_claims_forgotten() -> None:
+    """Calvin's claims on Slack's read limit live in the shared cache (Redis), per team: a new
+    stand-in (a new Slack) starts with none. Only these keys: never clear() the shared cache."""
+    client = cache._cache.get_client()
+    for pattern in ("slack-read:*", "slack-post-search:*"):
+        stale = list(client.scan_iter(match=cache.make_key(pattern)))
+        if stale:
+            client.delete(*stale)
+
+
 @pytest.fixture
 def standin(settings):
-    """The Slack Web API stand-in, with SLACK_API_URL pointing at it; no pacing delays."""
+    """The Slack Web API stand-in, with SLACK_API_URL pointing at it; no pacing delays. It keeps
+    Slack's read limit (1 conversations.replies a minute per team, 15 messages a call)."""
+    read_claims_forgotten()
     server = SlackStandIn().start()
     settings.SLACK_API_URL = server.api_url
     settings.SLACK_SIGNING_SECRET = SIGNING_SECRET

@@ -214,7 +214,7 @@ def test_a_plain_member_is_refused_ephemerally_and_nothing_changes(slack_agent, 
     for count, value in enumerate(("approve", "deny"), start=1):
         press(slack_sender, approval_button(approval, value), user="U0PLAIN", message_ts=card_ts)
         answer = ephemeral_to(standin, "U0PLAIN", count)
-        assert answer.params["text"].startswith("Nothing changed: only the person who started this session")
+        assert answer.params["text"].startswith("Nothing changed: only the workspace's owners and admins can decide")
     unchanged(approval)
     worker_drain()
     assert not [c for c in standin.calls_of("chat.update") if c.params["ts"] == card_ts]  # the card still asks

@@ -10,6 +10,7 @@ import pytest
 from django.db import close_old_connections, transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from slack_sdk.errors import SlackApiError
 
 import tools.services.messages as messages_module
 from calvin.chat.base import ChatPermanentError
@@ -153,6 +154,29 @@ def test_add_reaction_reacts_on_the_slack_message(agent, standin):
     [call] = standin.ok_calls_of("reactions.add")
     assert (call.params["channel"], call.params["timestamp"], call.params["name"]) == (CHANNEL, first["ts"], "tada")
     assert standin.messages(CHANNEL)[0]["reactions"] == ["tada"]
+
+
+@pytest.mark.parametrize(
+    ("written", "slack_name"), [("thumbs_up", "+1"), ("party_popper", "tada"), (":heart:", "heart")]
+)
+def test_a_reaction_reaches_slack_by_slacks_name_for_it(agent, standin, written, slack_name):
+    # The seed's own example, thumbs_up, is no Slack name: sent unchanged, Slack answers invalid_name.
+    sent = ok(agent.nanoclaw.call("send_message", {"text": "Deployed", "to": "thread"}))
+    posted(standin)
+    ok(agent.nanoclaw.call("add_reaction", {"messageId": sent["messageId"], "emoji": written}))
+    wait_for(lambda: standin.calls_of("reactions.add"))
+    [call] = standin.calls_of("reactions.add")
+    assert (call.params["name"], call.answer) == (slack_name, {"ok": True})
+    wait_for(lambda: ToolCall.objects.get(tool="add_reaction").status == ToolCall.Status.APPLIED)
+
+
+def test_the_standin_refuses_an_emoji_name_slack_does_not_have(standin):
+    # As Slack does: the CLDR name is not one of Slack's, its short name is.
+    standin.add_team(team_id="T0001", bot_token=TOKEN, bot_user_id="U0BOT", bot_id="B0BOT")
+    for name, error in [("thumbs_up", "invalid_name"), ("+1", "message_not_found"), ("thumbsup", "message_not_found")]:
+        with pytest.raises(SlackApiError) as refused:
+            slack_client(TOKEN).reactions_add(channel=CHANNEL, timestamp="1.2", name=name)
+        assert refused.value.response["error"] == error, name
 
 
 def test_a_reaction_already_there_counts_as_done(agent, standin):

@@ -2,10 +2,8 @@
 Slack Web API stand-in: the task and the brief's link go out as a top-level message in the
 parent's channel through its outbox, and that message becomes the child session's thread."""
 
-import shutil
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -18,10 +16,9 @@ from calvin.workspaces.services import workspace_create
 from sessions.models import Message, Session, Thread, Turn
 from sessions.services import agent_reply_post, runner_start, session_start
 from tests.conftest import Agent, text_of, wait_for
-from tests.support.git_repos import Upstream
+from tests.support.git_repos import Upstream, local_clones_allowed
 from tools.models import ToolCall
 from tools.services import spawns
-from tools.services.git_work import GATEWAY_STATE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,9 +29,7 @@ TASK = "Write the API client"
 
 @pytest.fixture(autouse=True)
 def local_clones(settings):
-    settings.CALVIN_REPOSITORY_SCHEMES = ("https", "ssh", "git", "file")
-    settings.CALVIN_PUBLIC_URL = "https://calvin.example.com"
-    shutil.rmtree(Path(settings.VAR_DIR) / GATEWAY_STATE, ignore_errors=True)
+    local_clones_allowed(settings)
 
 
 def slack_parent(workspace, gateway, tmp_path) -> Agent:

@@ -10,6 +10,7 @@ import pytest
 from approvals.models import PendingApproval
 from calvin.chat.base import ThreadTarget
 from calvin.chat.models import SlackPost
+from calvin.chat.slack.history import slack_history_start, slack_history_take_event
 from calvin.chat.slack.threads import post_reply
 from calvin.workspaces.models import Member
 from sessions.models import Message, Turn
@@ -126,8 +127,9 @@ def test_a_thread_of_the_sessions_own_slack_team_is_read_from_slack(agent, slack
     assert f"┌─ message {root} · first message · by Alice (person) ·" in text
     assert "· reply 1 of 3 · by bob (person) ·" in text  # named by Slack (users.info)
     assert "· reply 2 of 3 · by Calvin's app (agent) ·" in text
-    (replies,) = [c for c in standin.calls_of("conversations.replies") if c.params.get("limit") == "200"]
-    assert (replies.params["channel"], replies.params["ts"]) == (PUBLIC, root)
+    # One call within Slack's limit for apps outside its Marketplace: it found the thread and read it whole.
+    (replies,) = standin.calls_of("conversations.replies")
+    assert (replies.params["channel"], replies.params["ts"], replies.params["limit"]) == (PUBLIC, root, "15")
     assert [c.params["user"] for c in standin.calls_of("users.info")] == ["U0BOB"]  # Alice is a member already
     (call,) = ToolCall.objects.filter(session=agent.session, tool="read_thread")
     assert call.result["thread"] == permalink(PUBLIC, root)
@@ -137,14 +139,23 @@ def test_a_replys_ts_or_link_reads_its_whole_thread(agent, slack_team, standin, 
     root = thread_in(standin, PUBLIC, ("Root", ALICE), [("one", BOB), ("two", BOB)])
     reply = standin.messages(PUBLIC)[-1]["ts"]
     assert bodies(read(agent, channel=PUBLIC, ts=reply)) == ["Root", "one", "two"]
+    # The second read finds the thread Calvin now holds whole: Slack is not asked again.
     assert bodies(read(agent, url=f"{link(PUBLIC, reply)}?thread_ts={root}")) == ["Root", "one", "two"]
+    assert len(standin.calls_of("conversations.replies")) == 1
 
 
-def test_only_the_latest_40_replies_are_shown_and_the_rest_counted(agent, slack_team, standin, conversations, people):
+def test_only_the_latest_40_replies_are_shown_and_the_rest_counted(
+    agent, slack_team, standin, conversations, people, workspace
+):
     root = thread_in(standin, PUBLIC, ("Root", ALICE), [(f"reply {i}", BOB) for i in range(1, 46)])
+    # A thread Calvin recorded from its root on, as its events came.
+    slack_history_start(workspace_id=workspace.id, team_id="T0001", channel_id=PUBLIC, thread_ts=root, since=root)
+    for message in standin.messages(PUBLIC):
+        slack_history_take_event(workspace_id=workspace.id, team_id="T0001", event={"channel": PUBLIC, **message})
     text = read(agent, channel=PUBLIC, ts=root)
     assert "the latest 40 of its 45 replies; 5 older replies were left out" in text
     assert bodies(text) == ["Root"] + [f"reply {i}" for i in range(6, 46)]
+    assert not standin.calls_of("conversations.replies")
 
 
 def test_another_teams_thread_reads_like_one_that_does_not_exist(agent, slack_team, standin, conversations):

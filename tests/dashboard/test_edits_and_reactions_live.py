@@ -1,5 +1,6 @@
 """The web channel shows send_message, its edit (marked edited) and reactions live, over a real websocket."""
 
+import contextlib
 import json
 
 import httpx2
@@ -8,6 +9,7 @@ import pytest
 from sessions.models import Message
 from tests.conftest import text_of, wait_for
 from tests.dashboard.conftest import OWNER_PASSWORD, login_cookie, thread_seq, ws_connect
+from tools.dispatcher import DISPATCHER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,23 +40,20 @@ def test_a_sent_message_its_edit_and_a_reaction_arrive_live(gateway, agent):
         reacted = next_event(ws)
         assert reacted["id"] == message_id and reacted["replace"]
         assert 'data-emoji="rocket"' in reacted["html"] and "<p>Deployed</p>" in reacted["html"]
+        assert ">🚀</span>" in reacted["html"]  # a person sees the emoji, not its name
 
 
-def test_a_queued_send_message_is_not_in_the_transcript_until_delivered(gateway, agent, monkeypatch):
+def test_a_queued_send_message_is_not_in_the_transcript_until_delivered(gateway, agent):
     """A page that loads (or catches up) while a send_message waits for the worker does not show it early."""
-    from tools import services
-
-    held = []
-    monkeypatch.setattr(services.common, "publish_effect", held.append)
-    sent = agent.nanoclaw.call("send_message", {"text": "not yet", "to": "thread"})
-    message_id = sent.structured_content["messageId"]
-    sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
-    page = httpx2.get(f"{gateway}/threads/{agent.session.thread_id}/", cookies={"sessionid": sessionid})
-    assert page.status_code == 200 and f"message-{message_id}" not in page.text
-    with ws_connect(gateway, agent.session.thread_id, sessionid=sessionid) as ws:
-        ws.send(json.dumps({"since": thread_seq(agent.session.thread_id)}))
-        monkeypatch.undo()
-        services.common.publish_effect(held[0])
+    with contextlib.ExitStack() as page_open:
+        with DISPATCHER.held():  # the effect waits until the page has connected
+            sent = agent.nanoclaw.call("send_message", {"text": "not yet", "to": "thread"})
+            message_id = sent.structured_content["messageId"]
+            sessionid = login_cookie(gateway, "owner", OWNER_PASSWORD)
+            page = httpx2.get(f"{gateway}/threads/{agent.session.thread_id}/", cookies={"sessionid": sessionid})
+            assert page.status_code == 200 and f"message-{message_id}" not in page.text
+            ws = page_open.enter_context(ws_connect(gateway, agent.session.thread_id, sessionid=sessionid))
+            ws.send(json.dumps({"since": thread_seq(agent.session.thread_id)}))
         event = next_event(ws)
         assert event["id"] == message_id  # the delivery, not the catch-up, brought it
     assert Message.objects.get(id=message_id).delivered_at is not None

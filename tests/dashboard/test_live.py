@@ -124,6 +124,7 @@ def test_seqs_have_no_gaps_under_concurrent_announcements_some_rolled_back(make_
         thread.start()
     for thread in writers:
         thread.join(timeout=120)
+    live.NUMBERER.drain()
     done.set()
     watching.join(timeout=30)
 
@@ -155,6 +156,7 @@ def test_a_push_lost_while_the_layer_is_unreachable_is_caught_up_on_the_next_pus
 
         monkeypatch.setattr(live, "group_send", unreachable)
         lost = announced_message(thread_id, "pushed into the void")
+        live.NUMBERER.drain()  # numbered, and its push failed, off the announcer's path
         monkeypatch.setattr(live, "group_send", real_send)
         later = announced_message(thread_id, "pushed fine")
 
@@ -206,6 +208,7 @@ def test_a_member_follows_the_workspace_stream_by_seq(gateway, make_agent, works
     # Reconnected later: the events after the last seq it had, from the log.
     with transaction.atomic():
         session_changed(session, "idle")
+    live.NUMBERER.drain()  # numbered and pushed while no socket was open
     with workspace_ws(gateway, workspace.id, sessionid=sessionid) as ws:
         ws.send(json.dumps({"since": at["at"]}))
         assert [(f["seq"], f["status"]) for f in (frame(ws), frame(ws))] == [
@@ -257,6 +260,7 @@ def test_the_retention_sweep_forgets_old_events_and_a_page_that_needed_them_relo
     thread_id = make_agent().session.thread_id
     start = thread_seq(thread_id)
     old = [announced_message(thread_id, f"old {i}") for i in range(3)]
+    live.NUMBERER.drain()  # numbered after their commits, off this path
     stream = live.thread_stream(thread_id)
     LiveEvent.objects.filter(stream=stream, seq__lte=start + 2).update(created_at=timezone.now() - timedelta(hours=25))
     recent = announced_message(thread_id, "recent")
@@ -343,6 +347,7 @@ def test_announcing_takes_no_lock_another_announcer_could_wait_on(make_agent):
     for thread in threads:
         thread.join(timeout=30)
     assert not errors, errors
+    live.NUMBERER.drain()
     kinds = LiveEvent.objects.filter(stream=live.workspace_stream(session.workspace_id), kind="session")
     assert {"idle", "running"} <= set(kinds.values_list("payload__status", flat=True))
     assert not LiveEvent.objects.filter(seq__isnull=True).exists()

@@ -120,6 +120,99 @@ def test_renaming_needs_the_csrf_token(owner_member, workspace):
     assert workspace.name == "Acme"
 
 
+# -- who approves an agent's changes to itself
+
+
+APPROVALS = "/w/acme/settings/approvals/"
+
+
+def deciders_of(workspace) -> str:
+    return Workspace.objects.values_list("self_modification_deciders", flat=True).get(id=workspace.id)
+
+
+def test_an_owner_chooses_who_approves_an_agents_changes_to_itself_and_it_is_audited(
+    owner_client, owner_member, workspace, other_workspace
+):
+    page = owner_client.get("/w/acme/settings/").content.decode()
+    assert 'value="admins" id="id_self_modification_deciders_0" required checked' in page
+    assert f'action="{APPROVALS}"' in page
+    response = owner_client.post(APPROVALS, {"self_modification_deciders": "admins-and-owner"})
+    assert response.status_code == 302 and response["Location"] == "/w/acme/settings/"
+    assert deciders_of(workspace) == "admins-and-owner"
+    assert deciders_of(other_workspace) == "admins"  # another workspace's setting stays
+    event = AuditEvent.objects.get(verb="workspace.change")
+    assert event.changes == {"self_modification_deciders": ["admins", "admins-and-owner"]}
+    assert (event.actor_user_id, event.workspace_id, event.target_id) == (
+        owner_member.user_id,
+        workspace.id,
+        str(workspace.id),
+    )
+    owner_client.post(APPROVALS, {"self_modification_deciders": "admins-and-owner"})  # unchanged: nothing recorded
+    assert AuditEvent.objects.filter(verb="workspace.change").count() == 1
+    page = owner_client.get("/w/acme/settings/").content.decode()
+    assert 'value="admins-and-owner" id="id_self_modification_deciders_1" required checked' in page
+
+
+def test_a_choice_that_is_not_one_is_refused(owner_client, workspace):
+    response = owner_client.post(APPROVALS, {"self_modification_deciders": "anyone"})
+    assert response.status_code == 400 and "Select a valid choice." in response.content.decode()
+    assert deciders_of(workspace) == "admins" and not AuditEvent.objects.filter(verb="workspace.change").exists()
+
+
+def test_a_member_reads_who_approves_and_may_not_change_it(member_client, workspace):
+    page = member_client.get("/w/acme/settings/").content.decode()
+    assert "The workspace&#x27;s owners and admins" in page and f'action="{APPROVALS}"' not in page
+    response = member_client.post(APPROVALS, {"self_modification_deciders": "admins-and-owner"})
+    assert response.status_code == 403
+    assert deciders_of(workspace) == "admins" and not AuditEvent.objects.filter(verb="workspace.change").exists()
+
+
+def test_a_role_lowered_after_the_page_loaded_changes_nothing(owner_member, workspace):
+    from calvin.workspaces.services import WorkspaceRefused, workspace_self_modification_deciders_set
+
+    Member.objects.filter(pk=owner_member.pk).update(role=Member.Role.MEMBER)
+    with pytest.raises(WorkspaceRefused, match="only the workspace's owners and admins"):
+        workspace_self_modification_deciders_set(member=owner_member, deciders="admins-and-owner")
+    assert deciders_of(workspace) == "admins"
+
+
+def admin_change_data(page) -> dict:
+    """What the admin's change form posts back unchanged: its fields and its inlines' forms."""
+    data = {}
+
+    def add(form):
+        for name in form.fields:
+            value = form[name].value()
+            if value is None or value is False:
+                continue
+            data[form.add_prefix(name)] = "on" if value is True else value
+
+    add(page.context["adminform"].form)
+    for inline in page.context["inline_admin_formsets"]:
+        formset = inline.formset
+        management = formset.management_form
+        data.update({management.add_prefix(name): value for name, value in management.initial.items()})
+        for form in formset.forms:
+            add(form)
+    return data
+
+
+def test_the_admins_workspace_form_sets_who_approves_and_is_audited(owner_client, owner_member, workspace):
+    url = f"/admin/workspaces/workspace/{workspace.id}/change/"
+    page = owner_client.get(url)
+    assert page.status_code == 200
+    data = admin_change_data(page)
+    assert data["self_modification_deciders"] == "admins"
+    response = owner_client.post(url, {**data, "self_modification_deciders": "admins-and-owner"})
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    assert deciders_of(workspace) == "admins-and-owner"
+    event = AuditEvent.objects.get(verb="workspace.change")
+    assert event.changes == {"self_modification_deciders": ["admins", "admins-and-owner"]}
+    assert (event.actor_user_id, event.workspace_id) == (owner_member.user_id, workspace.id)
+    owner_client.post(url, {**data, "self_modification_deciders": "admins-and-owner"})  # unchanged
+    assert AuditEvent.objects.filter(verb="workspace.change").count() == 1
+
+
 # -- Slack
 
 

@@ -5,7 +5,8 @@ import pytest
 
 from approvals.models import PendingApproval
 from calvin.api.tokens import api_token_create, api_token_revoke
-from calvin.workspaces.models import Agent, Destination, Member
+from calvin.workspaces.models import Agent, DailyUsage, Destination, Member
+from calvin.workspaces.quotas import utc_today
 from sessions.models import Runner, Turn
 from sessions.services import message_post_by_person, runner_revoke
 from tests.api.conftest import agent_client
@@ -56,6 +57,14 @@ def test_a_person_reads_every_resource_in_tables_and_json(gateway, api_url, work
         listed = as_person(resource, "list", "--json")
         assert listed.code == 0, listed.err
         assert set(listed.json()) == {"items", "next_cursor"}
+    DailyUsage.objects.create(workspace=workspace, day=utc_today(), tool_calls=12, turns=2)
+    usage = as_person("usage", "show")
+    assert usage.code == 0, usage.err
+    header, *rows = usage.out.splitlines()
+    assert header.split() == ["KEY", "USED", "LIMIT", "UNIT", "PERCENT", "RESETS"]
+    assert next(row for row in rows if row.startswith("tool_calls_today")).split()[1] == "12", usage.out
+    days = as_person("usage", "days", "--days", "7", "--json")
+    assert [d["tool_calls"] for d in days.json()["days"]] == [12], days.err
 
 
 @pytest.mark.parametrize("scope", [Agent.CliScope.GROUP, Agent.CliScope.GLOBAL])
@@ -82,6 +91,8 @@ def test_an_agent_sees_what_its_cli_scope_reaches(gateway, api_url, workspace, s
             assert "that you can see" in ran.err
     audit = run("audit", "list")
     assert audit.code == (0 if reaches_all else 5), audit.err
+    usage = run("usage", "show")
+    assert usage.code == (0 if reaches_all else 5), usage.err
 
 
 def test_a_disabled_scope_a_revoked_token_and_a_revoked_runner_are_refused(gateway, api_url, workspace, person):

@@ -1,7 +1,6 @@
 """Previews in Chromium, as a person opens them: on an origin of their own, which the
 dashboard's cookies never reach, and, when members-only, behind Calvin's own login."""
 
-
 import pytest
 
 from calvin.previews.models import Preview

@@ -109,3 +109,44 @@ def test_in_chromium_the_owner_limits_one_and_takes_the_other_down(gateway, sess
     assert Preview.objects.get(id=previews[1].id).removed_reason == "taken_down"
     assert AuditEvent.objects.filter(verb="preview.remove", via="web", actor_label="owner").count() == 1
     assert AuditEvent.objects.filter(verb="preview.change", via="web").count() == 1
+
+
+def test_the_panel_follows_the_sessions_previews_live_for_each_viewer(
+    gateway,
+    session,
+    page,
+    plain_member,  # noqa: F811
+):
+    """An open thread page shows a preview the agent makes, a change of who may open it and its
+    end without a reload; a plain member's copy shows the link without the owner's controls."""
+    from sessions.services import runner_start
+    from tools.caller import caller_for_token
+    from tools.services.previews import preview_end, preview_record
+
+    _, token = runner_start(session=session)
+    caller = caller_for_token(token)
+    browser_login(page, gateway, "owner", OWNER_PASSWORD)
+    page.goto(f"{gateway}/threads/{session.thread_id}/")
+    page.wait_for_selector("#messages[data-live-seq]", state="attached")
+    assert page.locator("#previews").count() == 0
+
+    preview_record(caller=caller, port=5173, name="made-live", listening=True)
+    link = page.locator("#preview-made-live .preview-link")
+    link.wait_for()
+    assert link.inner_text() == "http://made-live.preview.localhost:8000/"
+    assert page.locator("#preview-made-live button:text-is('Take down')").count() == 1  # the owner's controls
+
+    member = page.context.browser.new_context().new_page()
+    browser_login(member, gateway, "member", MEMBER_PASSWORD)
+    member.goto(f"{gateway}/threads/{session.thread_id}/")
+    member.wait_for_selector("#messages[data-live-seq]", state="attached")
+    preview_record(caller=caller, port=8000, name="second", listening=False)
+    member.locator("#preview-second").wait_for()
+    assert member.locator("#previews button").count() == 0  # links only, for a plain member
+
+    preview_end(preview_id=Preview.objects.get(name="made-live").id, reason="unpreview")
+    page.locator("#preview-made-live").wait_for(state="detached")
+    member.locator("#preview-made-live").wait_for(state="detached")
+    assert page.locator("#preview-second").count() == 1
+    preview_end(preview_id=Preview.objects.get(name="second").id, reason="unpreview")
+    page.locator("#previews").wait_for(state="detached")  # no live preview: no panel

@@ -81,6 +81,8 @@ def test_hosts_deleted_with_the_admins_bulk_action_leave_no_turn_running(workspa
     assert turn.status == Turn.Status.QUEUED and "was deleted" in turn.error
     session.refresh_from_db()
     assert session.status == Session.Status.QUEUED
+    # Its connection may still be open for a moment and be woken: it claims nothing, and does not crash.
+    assert turns_claim(host_id=host.id) == []
 
 
 def test_the_sweep_queues_again_a_running_turn_whose_host_row_is_gone(workspace):

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import time
 
 import pytest
 from django.utils import timezone
@@ -265,3 +266,37 @@ def test_a_revoked_host_is_still_refused_on_its_next_heartbeat(hosts, workspace)
     Host.objects.filter(id=host.host.id).update(revoked_at=timezone.now())  # no close sent: the heartbeat finds it
     wait_for(lambda: host.process.poll() is not None, timeout=20)
     assert "revoked" in host.output()
+
+
+def test_one_hosts_slow_database_work_does_not_hold_up_anothers(gateway, monkeypatch):
+    """Each host's calls run in the thread pool: while one host's heartbeat is stuck in the
+    database, another's is handled (on one shared thread it waited, pings went unread, and
+    live hosts were swept as lapsed)."""
+    from sessions import hosts
+
+    (slow, slow_token), (quick, quick_token) = host_create(name="slow"), host_create(name="quick")
+    real_heartbeat = hosts.host_heartbeat
+
+    def heartbeat(*, host_id, channel_name):
+        if host_id == slow.id:
+            time.sleep(8)
+        return real_heartbeat(host_id=host_id, channel_name=channel_name)
+
+    monkeypatch.setattr(hosts, "host_heartbeat", heartbeat)
+
+    async def both():
+        headers = lambda token: {"Authorization": f"Bearer {token}"}  # noqa: E731
+        async with (
+            connect(ws_url(gateway), additional_headers=headers(slow_token)) as one,
+            connect(ws_url(gateway), additional_headers=headers(quick_token)) as two,
+        ):
+            await registered(one)
+            await registered(two)
+            before = await asyncio.to_thread(lambda: Host.objects.get(id=quick.id).last_heartbeat_at)
+            await one.send(json.dumps({"type": "heartbeat"}))
+            await asyncio.sleep(0.5)  # the slow host's heartbeat is in the database now
+            await two.send(json.dumps({"type": "heartbeat"}))
+            beat = lambda: Host.objects.get(id=quick.id).last_heartbeat_at != before  # noqa: E731
+            await asyncio.to_thread(wait_for, beat, 5)  # well before the slow one's 8 s
+
+    asyncio.run(both())

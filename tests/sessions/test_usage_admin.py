@@ -59,6 +59,8 @@ def test_the_quota_shows_the_months_spend_and_its_caps_are_edited_there(ops, wor
         "storage_mib": 10240,
         "monthly_spend_cap_usd": "20.00",
         "session_spend_cap_usd": "2.50",
+        "spawn_depth_max": 3,
+        "spawn_live_descendants_max": 20,
     }
     assert ops.post(url, form).status_code == 302
     quota.refresh_from_db()

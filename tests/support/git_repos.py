@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -83,3 +84,14 @@ def git_server_that_never_answers():
         for conn in held:
             conn.close()
         listener.close()
+
+
+def local_clones_allowed(settings) -> None:
+    """For a test whose repositories are upstreams on this disk (file:// URLs), with links to
+    threads on a public origin, and the gateway's clone cache of an earlier test database gone
+    (workspace ids start again with each one)."""
+    from tools.services.git_work import GATEWAY_STATE
+
+    settings.CALVIN_REPOSITORY_SCHEMES = ("https", "ssh", "git", "file")
+    settings.CALVIN_PUBLIC_URL = "https://calvin.example.com"
+    shutil.rmtree(Path(settings.VAR_DIR) / GATEWAY_STATE, ignore_errors=True)

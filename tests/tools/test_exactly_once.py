@@ -15,6 +15,7 @@ from tests.conftest import wait_for
 from tests.support import celery_processes
 from tests.support.recorder import Recorder
 from tests.support.recording_chat import KIND
+from tools.dispatcher import DISPATCHER
 from tools.models import ToolCall
 from tools.tasks import apply_tool_call
 
@@ -22,6 +23,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # The sweep, and what it counts as stuck or lost, in seconds instead of minutes.
 FAST_SWEEP = {"CALVIN_SWEEP_SECONDS": "1", "CALVIN_STUCK_APPLYING_SECONDS": "2", "CALVIN_LOST_PENDING_SECONDS": "2"}
+
+
+@pytest.fixture(autouse=True)
+def _only_the_spawned_workers():
+    """This process's own dispatcher (its test worker's) leaves the calls to the workers spawned
+    here: it has no recording chat adapter, and they are what is tested."""
+    with DISPATCHER.held():
+        yield
 
 
 @pytest.fixture
@@ -67,9 +76,11 @@ def test_one_call_enqueued_many_times_to_concurrent_workers_is_delivered_once(wo
         worker.wait_for_log(" ready.")
         for _ in range(copies):
             apply_tool_call.apply_async(args=[call.id], queue=queue)
-        # Every copy has run to its end, not only the first.
+        # Every copy has run to its end, not only the first; and the four children's dispatchers
+        # (the call is new: theirs to claim too) have had their go.
         wait_for(lambda: worker.log().count("tools.tasks.apply_tool_call[") >= 2 * copies, timeout=30)
         assert worker.log().count("succeeded in") == copies, worker.log()
+        wait_for(lambda: ToolCall.objects.filter(id=call.id, status=ToolCall.Status.APPLIED).exists(), timeout=30)
 
         assert recorder.deliveries(call.id) == 1
     call.refresh_from_db()

@@ -194,6 +194,19 @@ def test_add_mcp_server_card_shows_every_argument_and_env_then_applies(agent, ow
     told(agent, "add_mcp_server")
 
 
+def test_onecli_managed_is_the_vault_secret_named_like_the_variable(agent, owner):
+    # Seed 002 tells agents to write "onecli-managed" for a credential instead of asking for it.
+    server = {**SERVER, "env": {"GITHUB_TOKEN": "onecli-managed", "MODE": "Onecli-managed"}}
+    approval = requested(agent, "add_mcp_server", server)
+    text = card_text(card_of(approval))
+    assert 'GITHUB_TOKEN = the vault secret "GITHUB_TOKEN" (a reference: its value is not shown here)' in text
+    assert 'MODE = "Onecli-managed"' in text  # only the placeholder itself, as the seed spells it
+    approve(owner, approval)
+    applied(approval)
+    env = own_agent(agent).mcp_servers["github"]["env"]
+    assert env == {"GITHUB_TOKEN": "vault:GITHUB_TOKEN", "MODE": "Onecli-managed"}
+
+
 @pytest.mark.parametrize("name", ["calvin", "Calvin", "NANOCLAW"])
 def test_calvins_own_server_names_are_reserved(agent, name):
     refused(agent, "add_mcp_server", {"name": name, "command": "npx"}, "is reserved")

@@ -15,8 +15,9 @@ from calvin.workspaces.services import agent_create, workspace_create
 from sessions.models import Message, Reaction, Session, Turn
 from sessions.services import message_post_by_person, session_start
 from tests.conftest import text_of, wait_for
-from tools import services
+from tools.dispatcher import DISPATCHER
 from tools.models import ToolCall
+from tools.tasks import apply_tool_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -164,13 +165,6 @@ def test_send_file_refusals(nano, arguments, expected):
     assert not ToolCall.objects.exists()
 
 
-def test_send_file_to_an_agent_is_refused_plainly(nano, workspace):
-    worker = agent_create(workspace=workspace, name="worker-3")
-    Destination.objects.create(agent=nano.session.agent, name="worker-3", target_agent=worker)
-    (nano.directory / "ok.txt").write_text("fine")
-    refused(nano.call("send_file", {"path": "ok.txt", "to": "worker-3"}), "worker-3 is an agent")
-
-
 def test_both_servers_send_files_against_one_per_runner_limit(agent):
     (agent.directory / "ok.txt").write_text("fine")
     agent.runner.counts.filter(tool="send_file").update(used=48)
@@ -211,22 +205,21 @@ def test_edit_message_refuses_messages_this_agent_did_not_send(nano, make_agent,
     assert not ToolCall.objects.filter(session=nano.session).exists()
 
 
-def test_an_edit_queued_behind_its_send_applies_after_it_never_before(nano, monkeypatch):
-    held = []
-    monkeypatch.setattr(services.common, "publish_effect", held.append)  # the gateway runs in this process
-    sent = ok(nano.call("send_message", {"text": "draft", "to": "thread"}))
-    ok(nano.call("edit_message", {"messageId": sent["messageId"], "text": "final"}))
-    send_id, edit_id = held
-    monkeypatch.undo()
-    services.common.publish_effect(edit_id)  # the edit reaches the worker first
-    time.sleep(1.0)
-    message = Message.objects.get(id=sent["messageId"])
-    assert message.delivered_at is None and message.text == "draft" and message.edited_at is None
-    assert ToolCall.objects.get(id=edit_id).status in ("pending", "applying")
-    assert ToolCall.objects.get(id=edit_id).attempts <= 1  # waiting costs no attempt
-    services.common.publish_effect(send_id)
-    applied(send_id)
-    applied(edit_id)
+def test_an_edit_queued_behind_its_send_applies_after_it_never_before(nano):
+    # The dispatcher applies in id order; two workers' tasks need not: the edit's task comes first here.
+    with DISPATCHER.held():
+        sent = ok(nano.call("send_message", {"text": "draft", "to": "thread"}))
+        ok(nano.call("edit_message", {"messageId": sent["messageId"], "text": "final"}))
+        send_id, edit_id = ToolCall.objects.filter(session=nano.session).order_by("id").values_list("id", flat=True)
+        apply_tool_call.delay(edit_id)
+        time.sleep(1.0)
+        message = Message.objects.get(id=sent["messageId"])
+        assert message.delivered_at is None and message.text == "draft" and message.edited_at is None
+        assert ToolCall.objects.get(id=edit_id).status in ("pending", "applying")
+        assert ToolCall.objects.get(id=edit_id).attempts <= 1  # waiting costs no attempt
+        apply_tool_call.delay(send_id)
+        applied(send_id)
+        applied(edit_id)
     message.refresh_from_db()
     assert message.text == "final" and message.edited_at >= message.delivered_at
 
@@ -237,10 +230,27 @@ def test_an_edit_queued_behind_its_send_applies_after_it_never_before(nano, monk
 def test_add_reaction_with_a_shortcode_on_a_persons_message_in_the_own_thread(nano):
     person = message_post_by_person(thread=nano.session.thread, member=nano.session.owner, text="Ship it?")
     result = ok(nano.call("add_reaction", {"messageId": person.id, "emoji": "thumbs_up"}))
-    wait_for(lambda: Reaction.objects.filter(message=person, emoji="thumbs_up").exists())
+    wait_for(lambda: Reaction.objects.filter(message=person, emoji="+1").exists())
     ok(nano.call("add_reaction", {"messageId": person.id, "emoji": ":heart:"}))
     wait_for(lambda: Reaction.objects.filter(message=person, emoji="heart").exists())
     assert result["messageId"] == person.id
+    # thumbsup and +1 are thumbs_up's other names: the same reaction, not three.
+    for other in ("thumbsup", ":+1:"):
+        ok(nano.call("add_reaction", {"messageId": person.id, "emoji": other}))
+    wait_for(lambda: ToolCall.objects.filter(tool="add_reaction", status=ToolCall.Status.APPLIED).count() == 4)
+    assert sorted(Reaction.objects.filter(message=person).values_list("emoji", flat=True)) == ["+1", "heart"]
+
+
+@pytest.mark.parametrize(
+    ("emoji", "close"),
+    [("thumb_up", "thumbs_up"), ("rockt", "rocket"), ("partyparrot", "parrot"), ("zzqqzz", None)],
+)
+def test_add_reaction_refuses_a_name_no_emoji_has_with_the_closest_names(nano, emoji, close):
+    person = message_post_by_person(thread=nano.session.thread, member=nano.session.owner, text="hi")
+    result = nano.call("add_reaction", {"messageId": person.id, "emoji": emoji})
+    refused(result, f"no standard emoji is called '{emoji}'")
+    assert (f"did you mean {close}" in text_of(result)) if close else "did you mean" not in text_of(result)
+    assert not ToolCall.objects.exists()
 
 
 @pytest.mark.parametrize("emoji", ["👍", "❤️", "Thumbs Up", "thumbs up", "<b>x</b>", "a" * 65, "::", "thumbs_up\n"])

@@ -123,6 +123,20 @@ def test_the_posted_for_line_names_the_owner_and_links_the_sessions_thread(bypas
     )
 
 
+def test_a_slack_sessions_posted_for_line_links_its_slack_thread(bypass, target):
+    # Seed 000: the line links the session's thread on the session's own platform.
+    from sessions.models import Thread
+
+    Thread.objects.filter(id=bypass.session.thread_id).update(
+        channel_kind="slack", channel_id="C0RELEASE", thread_ts="1733500000.000100"
+    )
+    posted(bypass, target, "hello")
+    (message,) = in_target(target)
+    assert message.text.splitlines()[-1] == (
+        f"Posted for {owner(bypass)} · https://slack.com/archives/C0RELEASE/p1733500000000100"
+    )
+
+
 def test_channel_wide_mentions_and_user_groups_become_plain_text(bypass, target):
     text = (
         "@channel @here @everyone @HERE <!channel> <!here> <!everyone> <!here|here> <!channel|@channel>"
@@ -198,7 +212,7 @@ def test_outside_bypass_a_card_shows_the_target_and_the_exact_text_and_an_approv
     assert message.text == f"Ship it @{ZWSP}here\n\n{attribution(agent)}"
     assert answer["status"] == "posted" and answer["message_id"] == str(message.id)
     assert answer["approval_id"] == approval.id and answer["message"].endswith("Approved by owner.")
-    assert card_note(approval, "Approved by owner").startswith("Approved by owner · applied")
+    assert card_note(approval, "Approved by owner · applied")  # "applying" shows first, until the effect is applied
     # The agent heard the outcome in the call: no inbox message queues a turn to say it again.
     assert not Turn.objects.filter(session=agent.session).exists()
 

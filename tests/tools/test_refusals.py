@@ -48,15 +48,16 @@ class Clock:
         return self.at
 
 
-def test_the_pause_lasts_until_the_minute_ends_and_says_how_long(settings, monkeypatch):
+def test_the_pause_lasts_until_the_minute_ends_and_says_how_long(settings, monkeypatch, workspace):
     """The counting and pausing functions on their own, with a clock the test moves."""
+    from sessions.services import runner_start, session_start
     from tools import refusals
     from tools.errors import ToolRefused
 
     settings.CALVIN_REFUSALS_PER_MINUTE = 2
-    clock = Clock(1_000_000 * 60 + 10.5)  # 10.5 s into a minute
+    clock = Clock(1_000_000 * 60 + 10.5)  # 10.5 s into a minute, one no other test counts in
     monkeypatch.setattr(refusals.time, "time", clock)
-    runner_id = 900_000_000 + int(time.time() * 1000) % 1_000_000  # no real runner has it
+    runner_id = runner_start(session=session_start(workspace=workspace, title="refused"))[0].id
 
     def check():  # as a call does: the pause read with the caller, then checked
         refusals.refusals_check(paused_until=refusals.refusals_paused_until(runner_id=runner_id))

@@ -31,7 +31,7 @@ MADE = NewThread(
 class InstantChannel(WebChannel):
     """A platform that makes the new thread at once, where it likes."""
 
-    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int) -> NewThread | None:
+    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int, channel_id: str = "") -> NewThread | None:
         ASKED.append({"spawn": parent_thread.id, "text": text, "tool_call_id": tool_call_id})
         return MADE
 
@@ -41,7 +41,7 @@ class LaterChannel(WebChannel):
 
     never = False
 
-    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int) -> NewThread | None:
+    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int, channel_id: str = "") -> NewThread | None:
         ASKED.append({"spawn": parent_thread.id})
         return None
 

@@ -2,8 +2,6 @@
 permission mode, started from a brief that is on its repository's fetched default branch."""
 
 import asyncio
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -11,10 +9,9 @@ from calvin.workspaces.models import Repository
 from sessions.models import Message, Session, Turn
 from sessions.services import runner_start
 from tests.conftest import Agent, text_of
-from tests.support.git_repos import Upstream, git
+from tests.support.git_repos import Upstream, git, local_clones_allowed
 from tests.support.refusals import refusal
 from tools.models import ToolCall
-from tools.services.git_work import GATEWAY_STATE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,9 +21,7 @@ BRIEF = "api/docs/plan.md"
 
 @pytest.fixture(autouse=True)
 def local_clones(settings):
-    settings.CALVIN_REPOSITORY_SCHEMES = ("https", "ssh", "git", "file")
-    settings.CALVIN_PUBLIC_URL = "https://calvin.example.com"
-    shutil.rmtree(Path(settings.VAR_DIR) / GATEWAY_STATE, ignore_errors=True)
+    local_clones_allowed(settings)
 
 
 @pytest.fixture

@@ -13,6 +13,12 @@ pytestmark = pytest.mark.django_db
 INVALID_CHOICE = "Select a valid choice. That choice is not one of the available choices."
 
 
+def destinations_of(inlines):
+    """The destination map's inline among the Agent page's (its approval rules have one too)."""
+    (inline,) = [i for i in inlines if i.formset.model is Destination]
+    return inline
+
+
 def post_with_destination(admin_client, agent, **row):
     """The Agent's change form as the admin renders it, posted back with one new destination row."""
     url = reverse("admin:workspaces_agent_change", args=[agent.pk])
@@ -24,16 +30,13 @@ def post_with_destination(admin_client, agent, **row):
         value = form[name].value()  # as the widget shows it (a JSON field as JSON text)
         if value is not None:
             data[name] = value
-    (inline,) = page.context["inline_admin_formsets"]
-    prefix = inline.formset.prefix
-    data.update(
-        {
-            f"{prefix}-TOTAL_FORMS": "1",
-            f"{prefix}-INITIAL_FORMS": "0",
-            f"{prefix}-MIN_NUM_FORMS": "0",
-            f"{prefix}-MAX_NUM_FORMS": "1000",
-        }
-    )
+    inlines = page.context["inline_admin_formsets"]
+    for other in inlines:  # every inline's management form, as a browser sends it (its rows unchanged)
+        formset = other.formset
+        data.update({f"{formset.prefix}-{key}": value for key, value in formset.management_form.initial.items()})
+        data.update({f"{formset.prefix}-MIN_NUM_FORMS": "0", f"{formset.prefix}-MAX_NUM_FORMS": "1000"})
+    prefix = destinations_of(inlines).formset.prefix
+    data.update({f"{prefix}-TOTAL_FORMS": "1", f"{prefix}-INITIAL_FORMS": "0"})
     data.update({f"{prefix}-0-{key}": value for key, value in row.items()})
     return admin_client.post(url, data)
 
@@ -41,7 +44,7 @@ def post_with_destination(admin_client, agent, **row):
 def form_errors(response) -> list[str]:
     """Every error message the returned change form shows, the agent's and the inline's."""
     assert response.status_code == 200, "the form was accepted"
-    (inline,) = response.context["inline_admin_formsets"]
+    inline = destinations_of(response.context["inline_admin_formsets"])
     forms = [response.context["adminform"].form, *inline.formset.forms]
     messages = [m for form in forms for errors in form.errors.values() for m in errors]
     return messages + list(inline.formset.non_form_errors())

@@ -192,6 +192,8 @@ def test_admin_shows_the_quota_with_todays_and_the_months_use(admin_client, work
         "agent_minutes_per_month": 11,
         "tool_calls_per_day": 9,
         "storage_mib": 100,
+        "spawn_depth_max": 3,
+        "spawn_live_descendants_max": 20,
     }
     response = admin_client.post(reverse("admin:workspaces_quota_change", args=[quota.id]), form)
     assert response.status_code == 302

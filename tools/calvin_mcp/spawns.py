@@ -11,16 +11,20 @@ from tools.services.spawns import MAX_TASK, MIN_TASK, thread_spawn
 
 DESCRIPTION = """Starts a session in a new thread, with the same owner and permission mode. The gateway posts the \
 task and a link to the brief as the new thread's first message: in Slack, a top-level message in this session's \
-channel, which starts the new thread; in the web channel, a new thread listed beside this one. This session's \
-thread shows a link to it.
+channel, or in the owner's direct messages when this thread is in a code channel, which starts the new thread; in \
+the web channel, a new thread listed beside this one (in the same space). This session's thread shows a link to it.
 
-Limit: 8 per runner. Returns the new thread's URL (in Slack, once Slack has taken the message)."""
+Limit: 8 per runner. The workspace also bounds trees of spawned threads: how many levels below its root a \
+new thread may be (3 unless its admins changed it), and how many spawned threads under one root may be alive at \
+once (20); past either the call is refused naming the limit. Returns the new thread's URL (in Slack, once Slack \
+has taken the message)."""
 
 
 class Spawned(BaseModel):
     tool_call_id: int = Field(description="Calvin's id for this call (audit, dashboard).")
     url: str = Field(description="The new thread: its Slack link, or its page in Calvin.")
     model: str = Field(description="The new session's model tier.")
+    note: str = Field(default="", description="Where the thread went when this thread is in a code channel.")
 
 
 async def spawn_thread(
@@ -48,7 +52,9 @@ async def spawn_thread(
     result = await call_async_service(
         thread_spawn, caller=caller_from_context(ctx), task=task, brief=brief, model=model
     )
-    return Spawned(tool_call_id=result["tool_call_id"], url=result["url"], model=result["model"])
+    return Spawned(
+        tool_call_id=result["tool_call_id"], url=result["url"], model=result["model"], note=result.get("note", "")
+    )
 
 
 TOOLS = [("spawn_thread", spawn_thread, DESCRIPTION)]

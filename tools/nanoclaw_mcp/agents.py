@@ -44,7 +44,13 @@ async def add_mcp_server(
     command: Annotated[str, Field(description="Command to launch the server.")],
     ctx: Context,
     args: Annotated[list[str] | None, Field(description="Command arguments.")] = None,
-    env: Annotated[dict[str, str] | None, Field(description="Environment variables for the server.")] = None,
+    env: Annotated[
+        dict[str, str] | None,
+        Field(
+            description='Environment variables for the server. A credential\'s value is "onecli-managed" '
+            "(the vault secret named like the variable) or vault:NAME, never the credential."
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     return await call_service(
         mcp_server_add_request, caller=caller_from_context(ctx), name=name, command=command, args=args, env=env
@@ -71,7 +77,7 @@ TOOLS = [
         'returns {"status": "approval-pending", "approval_id": N}; a person approves or denies on a card and '
         "you are told the outcome as a system message. At least one package, at most 20 in all; bare names "
         "only (apt ^[a-z0-9][a-z0-9._+-]*$, npm ^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$: no versions, "
-        "flags or spaces). Once approved your environment is rebuilt before your next start and the packages "
+        "flags or spaces). Once approved your environment is rebuilt before your next turn and the packages "
         "persist across all future sessions, unlike a workspace `pnpm install`. reason: at most 2,000 characters.",
     ),
     (
@@ -79,11 +85,12 @@ TOOLS = [
         add_mcp_server,
         "Asks to add an MCP server to your config. Always approval-gated and fire-and-forget: returns "
         '{"status": "approval-pending", "approval_id": N} and you are told the outcome as a system message; '
-        "once approved your next start runs it (no rebuild). name: one label (letters, digits, '-', '_', "
+        "once approved your next turn has its tools (no rebuild). name: one label (letters, digits, '-', '_', "
         "1 to 63, starting with a letter or digit), unique among your servers; calvin and nanoclaw are "
         "reserved. command: at most 1,000 characters; args: at most 50, 2,000 characters each, 10,000 in all; "
-        "env: at most 50 variables named like ^[A-Za-z_][A-Za-z0-9_]*$. Never put a credential in env: use a "
-        "reference to a vault secret, `vault:NAME` (ask for one with request_secret); a value equal to one of "
-        "this session's secrets is refused.",
+        "env: at most 50 variables named like ^[A-Za-z_][A-Za-z0-9_]*$. Never put a credential in env, nor ask "
+        'for one: write "onecli-managed" as its value (the vault secret named like the variable) or `vault:NAME` '
+        "for a secret of another name (ask for a missing one with request_secret); a value equal to one of this "
+        "session's secrets is refused.",
     ),
 ]

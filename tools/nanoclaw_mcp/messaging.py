@@ -37,6 +37,10 @@ class FileQueued(BaseModel):
     to: str
     status: str
     file_name: str
+    path: str | None = Field(
+        default=None, description="To an agent: where it lands in that agent's directory (inbox/<from>/<name>)."
+    )
+    messageId: int | None = Field(default=None, description="To an agent: the message in its inbox naming the file.")
 
 
 async def send_message(
@@ -55,7 +59,12 @@ async def send_file(
     ctx: Context,
     text: Annotated[str | None, Field(max_length=3000, description="Optional accompanying message")] = None,
     filename: Annotated[
-        str | None, Field(min_length=1, max_length=255, description="Display name in chat (default: basename of path)")
+        str | None,
+        Field(
+            min_length=1,
+            max_length=255,
+            description="Display name in chat, or the file's name in an agent's inbox (default: basename of path)",
+        ),
     ] = None,
 ) -> FileQueued:
     result = await call_service(
@@ -99,10 +108,13 @@ TOOLS = [
     (
         "send_file",
         send_file,
-        "Sends a file to a chat destination. The file must be regular, non-empty, at most 100 MiB, inside "
-        "/workspace/agent/ (your session directory) or this session's temp directory ($TMPDIR); files count "
-        "against one limit of 50 per runner whichever server sent them; a file, name or text containing one of "
-        "the session's secrets is refused.",
+        "Sends a file to a destination in your destination map: a chat (`thread` is this session's own thread), "
+        "or another agent, in whose own directory it lands as inbox/<your name>/<filename> (a name already "
+        "taken there gets -2, -3 ...: nothing is overwritten), with a message in its inbox naming that path "
+        "(a queued turn). The file must be regular, non-empty, at most 100 MiB, inside /workspace/agent/ (your "
+        "session directory) or this session's temp directory ($TMPDIR); files count against one limit of 50 per "
+        "runner whichever server sent them; a file, name or text containing one of the session's secrets is "
+        "refused.",
     ),
     (
         "edit_message",
@@ -113,7 +125,8 @@ TOOLS = [
     (
         "add_reaction",
         add_reaction,
-        "Reacts to a message in one of your threads with an emoji shortcode (thumbs_up, heart, eyes), "
-        "not the emoji character.",
+        "Reacts to a message in one of your threads with a standard emoji's shortcode, not the emoji character: "
+        "Slack's names and Unicode's both work (thumbs_up, thumbsup and +1 are one; heart, eyes, tada, rocket, "
+        "white_check_mark). A name no standard emoji has is refused with the closest ones.",
     ),
 ]

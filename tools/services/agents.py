@@ -51,6 +51,8 @@ ENV_KEY_MAX = 128
 ENV_VALUE_MAX = 2_000
 VAULT_PREFIX = "vault:"
 VAULT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+# Seed 002's placeholder for a credential: the vault secret named like the variable.
+MANAGED_PLACEHOLDER = "onecli-managed"
 # An approval card shows every argument in full: these keep it within Slack's 50 blocks.
 ARGS_TOTAL_MAX = 10_000
 ENV_TOTAL_MAX = 10_000
@@ -238,7 +240,7 @@ def install_packages_effect(call: ToolCall) -> dict:
         added = "; ".join(f"{k}: {', '.join(v)}" for k, v in (("apt", new_apt), ("npm", new_npm)) if v)
         outcome = (
             f"Added {added}. Your environment is rebuilt (version {agent.environment_version}) "
-            "before your next start; the packages stay for every later session."
+            "before your next turn, in every session of yours; the packages stay for every later session."
         )
     else:
         outcome = "All of them were already in your environment; nothing changed."
@@ -288,6 +290,11 @@ def _env_problems(env: dict[str, str]) -> list[str]:
     return problems
 
 
+def env_with_references(env: dict[str, str]) -> dict[str, str]:
+    """`GITHUB_TOKEN: "onecli-managed"` means `GITHUB_TOKEN: "vault:GITHUB_TOKEN"`; the card shows the reference."""
+    return {key: VAULT_PREFIX + key if value == MANAGED_PLACEHOLDER else value for key, value in env.items()}
+
+
 def mcp_server_problems(*, agent: Agent, name: str, command: str, args: list[str], env: dict[str, str]) -> list[str]:
     problems = _server_name_problems(agent, name)
     if not command.strip():
@@ -318,7 +325,7 @@ def mcp_server_add_request(
     *, caller: Caller, name: str, command: str, args: list[str] | None = None, env: dict[str, str] | None = None
 ) -> dict:
     agent = _caller_agent(caller)
-    args, env = args or [], env or {}
+    args, env = args or [], env_with_references(env or {})
     _refuse_if(
         mcp_server_problems(agent=agent, name=name, command=command, args=args, env=env), "add_mcp_server refused"
     )
@@ -353,5 +360,8 @@ def add_mcp_server_effect(call: ToolCall) -> dict:
         spec["name"]: {"command": spec["command"], "args": spec["args"], "env": spec["env"]},
     }
     agent.save(update_fields=["mcp_servers"])
-    _record_outcome(call, f"MCP server {spec['name']!r} is in your config; your next start runs it.")
+    _record_outcome(
+        call,
+        f"MCP server {spec['name']!r} is in your config; your next turn, in every session of yours, has its tools.",
+    )
     return {"agent_id": agent.id}

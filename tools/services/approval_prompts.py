@@ -16,6 +16,9 @@ tool before a tool use its permission mode does not allow, waits, and reads a te
 - The wait is bounded by CALVIN_APPROVAL_PROMPT_WAIT_SECONDS: when the workspace's approval
   timeout is longer, the approval's expiry is brought forward to the bound, so the card and
   Claude Code both say "expired" at the same moment (never "denied").
+- Allow rules (approvals/rule_services.py): a live rule of this session or its agent that
+  matches the tool (and, for Bash, the command's prefix) answers allow at once; the prompt is
+  still recorded, as an approval decided by the rule, whose card names it.
 - Secrets: the input is what Claude Code is about to run, so a secret's value in it (an
   environment variable it expanded, a token in a curl line) is not the agent choosing to
   publish it. It is not refused: what is stored and shown (the card, the call's record, the
@@ -30,9 +33,17 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.cards import ARGUMENT_BLOCKS_MAX, HIDDEN_SECRET, PERMISSION_PROMPT, argument_blocks, duration, visible
+from approvals.cards import (
+    HIDDEN_SECRET,
+    PERMISSION_PROMPT,
+    PROMPT_ARGUMENT_BLOCKS_MAX,
+    argument_blocks,
+    duration,
+    visible,
+)
 from approvals.models import PendingApproval
 from approvals.policy import approval_needed
+from approvals.rule_services import approval_allowed_by_rule, approval_rule_claim, rule_named
 from approvals.services import approval_expire, approval_expiry_bound
 from calvin.workspaces.models import Agent
 from secrets_vault.scanner import SecretScanner
@@ -106,6 +117,16 @@ def _refused(problems: list[str]) -> ToolRefused:
     return ToolRefused("cannot ask a person about this tool use, so it is not allowed: " + "; ".join(problems))
 
 
+def _answered_at_once(*, caller: Caller, arguments: dict, secrets, outcome: str) -> ToolCall:
+    """The prompt's call, recorded as answered without a person (nothing to apply: Claude Code runs
+    the tool itself), with why."""
+    call = tool_call_record(
+        caller=caller, tool=TOOL, arguments=arguments, payload={}, secrets=secrets, status=ToolCall.Status.APPLIED
+    )
+    ToolCall.objects.filter(id=call.id).update(result={"outcome": outcome}, finished_at=timezone.now())
+    return call
+
+
 @transaction.atomic
 def approval_prompt_ask(*, caller: Caller, tool_name: str, input: dict, tool_use_id: str | None = None) -> dict:
     """Answer at once when policy lets the tool use run ({"answer": ...}); otherwise open its
@@ -134,26 +155,30 @@ def approval_prompt_ask(*, caller: Caller, tool_name: str, input: dict, tool_use
     if shown_input != tool_input:
         arguments["secrets_hidden"] = True  # the card says so: what runs differs from what is shown
     blocks = len(argument_blocks(TOOL, arguments))
-    if blocks > ARGUMENT_BLOCKS_MAX:
+    if blocks > PROMPT_ARGUMENT_BLOCKS_MAX:
         raise _refused(
             [
                 f"input: shown in full on the approval card (invisible characters escaped) it takes {blocks} Slack"
-                f" blocks; at most {ARGUMENT_BLOCKS_MAX} fit"
+                f" blocks; at most {PROMPT_ARGUMENT_BLOCKS_MAX} fit"
             ]
         )
     if not approval_needed(source=SOURCE, tool=tool_name, permission_mode=caller.permission_mode):
-        call = tool_call_record(
-            caller=caller,
-            tool=TOOL,
-            arguments=arguments,
-            payload={},
-            secrets=secrets,
-            status=ToolCall.Status.APPLIED,  # nothing to apply: Claude Code runs the tool itself
-        )
-        allowed = f"allowed without asking: permission mode {caller.permission_mode}"
-        ToolCall.objects.filter(id=call.id).update(result={"outcome": allowed}, finished_at=timezone.now())
+        outcome = f"allowed without asking: permission mode {caller.permission_mode}"
+        call = _answered_at_once(caller=caller, arguments=arguments, secrets=secrets, outcome=outcome)
         return {"answer": allow(tool_input), "tool_call_id": call.id}
     summary = visible(f"{arguments['tool_name']} {json.dumps(shown_input, ensure_ascii=False)}")
+    rule = approval_rule_claim(
+        workspace_id=caller.workspace_id,
+        session_id=caller.session_id,
+        agent_id=caller.agent_id,
+        tool_name=tool_name,
+        tool_input=tool_input,  # what runs, not what the card shows
+    )
+    if rule is not None:
+        outcome = f"Allowed by {rule_named(rule)}."
+        call = _answered_at_once(caller=caller, arguments=arguments, secrets=secrets, outcome=outcome)
+        approval = approval_allowed_by_rule(call=call, rule=rule, summary=summary)
+        return {"answer": allow(tool_input), "tool_call_id": call.id, "approval_id": approval.id}
     approval = approval_request(
         caller=caller,
         tool=TOOL,

@@ -11,14 +11,13 @@ from django.utils import timezone
 
 from calvin.workspaces.models import Repository
 from secrets_vault.services import session_text_redacted
-from sessions.models import Session
-from sessions.services import session_branch_for
+from sessions.git_requests import checkout_request, unpublished
 from tools.availability import NO_DEFINITION, definition_needed, host_has_definition
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.models import ToolCall
 from tools.services.common import off_loop, refuse_secrets, secret_scanner_for, tool_call_record
-from tools.services.git_work import git_ask, git_request_fields, git_wait_seconds
+from tools.services.git_work import git_ask, git_wait_seconds
 
 TOOL = "checkout_repo"
 MAX_REPOS = 10
@@ -26,10 +25,6 @@ MAX_REPOS = 10
 
 def unknown(name: str) -> str:
     return f"no repository {name} in this workspace; the list is in AGENTS.md"
-
-
-def unpublished(name: str) -> str:
-    return f"{name} is not published yet"
 
 
 def repositories_named(*, workspace_id: int, names: list[str]) -> list[Repository]:
@@ -53,15 +48,6 @@ def repositories_named(*, workspace_id: int, names: list[str]) -> list[Repositor
     return chosen
 
 
-def session_branch(session_id: int) -> str:
-    """The session's branch; sessions made before branches existed get theirs now."""
-    branch = Session.objects.filter(id=session_id).values_list("branch", flat=True).first()
-    if not branch:
-        branch = session_branch_for(session_id)
-        Session.objects.filter(id=session_id, branch="").update(branch=branch)
-    return branch
-
-
 def checkout_plan(*, caller: Caller, repos: list[str]) -> dict:
     """Everything checked before the host is asked: availability, names, secrets."""
     if definition_needed(TOOL) and not host_has_definition(host_id=caller.host_id, workspace_id=caller.workspace_id):
@@ -70,10 +56,9 @@ def checkout_plan(*, caller: Caller, repos: list[str]) -> dict:
         raise ToolRefused(f"repos: 1 to {MAX_REPOS} names (got {len(repos)})")
     refuse_secrets(what="a repository name", secrets=secret_scanner_for(caller), content="\n".join(repos))
     repositories = repositories_named(workspace_id=caller.workspace_id, names=repos)
-    request = {
-        **git_request_fields(caller=caller, repositories=repositories),
-        "branch": session_branch(caller.session_id),
-    }
+    request = checkout_request(
+        session_id=caller.session_id, workspace_id=caller.workspace_id, repositories=repositories
+    )
     return {"request": request, "steps": 2 * len(repositories)}
 
 

@@ -5,11 +5,12 @@ import threading
 from collections import OrderedDict
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 
 from secrets_vault.crypto import VaultCorrupt, VaultUnavailable
 from secrets_vault.scanner import SecretScanner, scanner_for
 from secrets_vault.services import session_secret_pairs
+from tools import dispatcher
 from tools.caller import Caller, caller_has_secrets
 from tools.changes import tool_call_changed
 from tools.errors import ToolRefused
@@ -101,8 +102,8 @@ def tool_call_record(
 
     Nothing a tool stores may hold a secret in the clear, so every string of the arguments
     and the payload is checked here, whatever the tool checked before (`secrets` is
-    required so that no tool can forget it). A pending call's effect task is published
-    once that is committed; any other status (awaiting approval, applied) publishes nothing.
+    required so that no tool can forget it). A pending call is announced to the workers once
+    that is committed; any other status (awaiting approval, applied) announces nothing.
     """
     refuse_secrets(what=f"an argument of {tool}", secrets=secrets, content="\n".join(strings_in([arguments, payload])))
     call = ToolCall(
@@ -115,26 +116,40 @@ def tool_call_record(
         server=server,
         status=status,
     )
-    tool_call_count_and_insert(row=call, workspace_id=caller.workspace_id, runner_id=caller.runner_id, tool=tool)
+    pending = status == ToolCall.Status.PENDING
+    listened = pending and dispatcher.supported()
+    tool_call_count_and_insert(
+        row=call,
+        workspace_id=caller.workspace_id,
+        runner_id=caller.runner_id,
+        tool=tool,
+        notify=dispatcher.CHANNEL if listened else "",
+    )
     tool_call_changed(call, status, workspace_id=caller.workspace_id, thread_id=caller.thread_id)
-    if status == ToolCall.Status.PENDING:
-        transaction.on_commit(lambda: publish_effect(call.id))
+    if pending and not listened:
+        transaction.on_commit(lambda: effect_announce(call.id))
     return call
 
 
-def publish_effect(tool_call_id: int) -> None:
-    """Queue the effect. Done in the request's thread: publishing from a background
-    thread measured slower (it contends for the GIL with the event loop; bench/).
+def effect_announce(tool_call_id: int) -> None:
+    """Tell the workers a pending call is there. On PostgreSQL a notification their dispatchers
+    LISTEN for (sent with the current transaction's commit, if there is one); elsewhere the
+    Celery task, published in the request's thread (from a background thread it measured
+    slower: it contends for the GIL with the event loop; bench/).
 
-    No broker retries: the row is committed and pending, so a publish that fails is
-    not lost work; the sweep (tools.tasks.sweep_tool_calls) queues it again.
+    Neither is retried: the row is committed and pending, so a lost announcement is not lost
+    work; the dispatchers look every few seconds anyway, and the sweep re-queues what waits.
     """
     from tools.tasks import apply_tool_call
 
     try:
-        apply_tool_call.apply_async((tool_call_id,), retry=False)
+        if dispatcher.supported():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_notify(%s, '')", [dispatcher.CHANNEL])
+        else:
+            apply_tool_call.apply_async((tool_call_id,), retry=False)
     except Exception:
-        log.warning("could not queue tool call %s now; the sweep will", tool_call_id, exc_info=True)
+        log.warning("could not announce tool call %s now; the sweep will", tool_call_id, exc_info=True)
 
 
 def off_loop(fn):

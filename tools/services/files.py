@@ -1,13 +1,17 @@
-"""send_file: the seed's file rules, a copy in Calvin's storage, then the outbox row."""
+"""send_file: the seed's file rules on a copy in Calvin's storage, then the outbox row (a chat) or
+the agent's inbox (tools/services/inbox_files.py)."""
 
 import mimetypes
 import os
 import tempfile
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.core.files import File
 from django.core.files.storage import default_storage
 
+from secrets_vault.scanner import SecretScanner
 from tools.caller import Caller, file_roots
 from tools.errors import ToolRefused
 from tools.limits import runner_refuse_if_spent
@@ -168,6 +172,59 @@ def files_send(
     )
 
 
+@dataclass(frozen=True)
+class CheckedCopy:
+    """A file copied into Calvin's storage that passed every rule of send_file."""
+
+    stored: str  # its name in Calvin's storage
+    name: str  # what it is shown (or delivered) as: the display name, else the file's own
+    size: int
+    content_type: str
+    secrets: SecretScanner  # what the caller's recorded call is checked against too
+    reserved: int  # bytes counted against the workspace's storage quota
+
+
+def file_copy_checked(
+    *, caller: Caller, path: str, display_name: str | None = None, texts: Sequence[str | None] = ()
+) -> CheckedCopy:
+    """Seed 000's send_file rules on a copy of the file: inside the session's roots, size,
+    the workspace's storage quota, no secret in the bytes, the names or `texts` (what is shown
+    with it). Every check reads the copy, i.e. exactly the bytes that will be delivered.
+    Refused: nothing is kept. The caller records the call, or discards the copy on failure."""
+    stored, opened_name, reserved = _copy_from_host(caller, path) if caller.host_id else _copy_local(caller, path)
+    name = display_name or opened_name
+    try:
+        scanner = secret_scanner_for(caller)
+        # Names are outbound too: the file name and title are shown, the path is stored.
+        refuse_secrets(
+            what="the path, file name, comment, title or alt text",
+            secrets=scanner,
+            content="\n".join(filter(None, [path, opened_name, name, *texts])),
+        )
+        size = default_storage.size(stored)
+        reserved = _storage_settle(caller, reserved=reserved, size=size, path=path)
+        _check_size(size, path)
+        with default_storage.open(stored, "rb") as copy:
+            content_type = _sniff(copy.read(16), name)
+            copy.seek(0)
+            found = scanner.find_in_file(copy)
+            if found is not None:
+                _refuse(f"{path} contains the value of the secret {found} (plain or encoded); nothing was sent")
+    except BaseException:
+        default_storage.delete(stored)
+        _storage_settle(caller, reserved=reserved, size=0, path=path)
+        raise
+    return CheckedCopy(
+        stored=stored, name=name, size=size, content_type=content_type, secrets=scanner, reserved=reserved
+    )
+
+
+def file_copy_discard(*, caller: Caller, copy: CheckedCopy, path: str) -> None:
+    """The copy is not delivered after all (the call was refused when recorded): its bytes go."""
+    default_storage.delete(copy.stored)
+    _storage_settle(caller, reserved=copy.reserved, size=0, path=path)
+
+
 def file_send(
     *,
     caller: Caller,
@@ -178,55 +235,36 @@ def file_send(
     thread_id: int | None = None,
     display_name: str | None = None,
 ) -> dict:
-    """The one file service both servers' send_file use: the rules of seed 000's send_file,
-    the copy, and one outbox row counted against the runner's one send_file limit.
+    """The one file service both servers' send_file use to post into a chat: the checked copy
+    (file_copy_checked) and one outbox row counted against the runner's one send_file limit.
 
     `post` holds what is shown with the file (comment, title, alt_text); `display_name`
     replaces the file's own name (NanoClaw's `filename`); `thread_id` sends it to a
     destination thread instead of the session's own.
     """
-    stored, opened_name, reserved = _copy_from_host(caller, path) if caller.host_id else _copy_local(caller, path)
-    name = display_name or opened_name
     comment, title, alt_text = post.get("comment"), post.get("title"), post.get("alt_text")
+    copy = file_copy_checked(caller=caller, path=path, display_name=display_name, texts=[comment, title, alt_text])
+    payload = {
+        "file_name": copy.name,
+        "title": title or copy.name,
+        "comment": comment,
+        "alt_text": alt_text,
+        "size": copy.size,
+        "content_type": copy.content_type,
+    }
+    if thread_id is not None:
+        payload["thread_id"] = thread_id
     try:
-        scanner = secret_scanner_for(caller)
-        # Names are outbound too: the file name and title are shown, the path is stored.
-        refuse_secrets(
-            what="the path, file name, comment, title or alt text",
-            secrets=scanner,
-            content="\n".join(filter(None, [path, opened_name, name, comment, title, alt_text])),
-        )
-        # Every check below reads the copy, i.e. exactly the bytes that will be posted.
-        size = default_storage.size(stored)
-        reserved = _storage_settle(caller, reserved=reserved, size=size, path=path)
-        _check_size(size, path)
-        with default_storage.open(stored, "rb") as copy:
-            content_type = _sniff(copy.read(16), name)
-            copy.seek(0)
-            found = scanner.find_in_file(copy)
-            if found is not None:
-                _refuse(f"{path} contains the value of the secret {found} (plain or encoded); nothing was sent")
-        payload = {
-            "file_name": name,
-            "title": title or name,
-            "comment": comment,
-            "alt_text": alt_text,
-            "size": size,
-            "content_type": content_type,
-        }
-        if thread_id is not None:
-            payload["thread_id"] = thread_id
         call = tool_call_record(
             caller=caller,
             tool="send_file",
             server=server,
             arguments=arguments,
             payload=payload,
-            file_name=stored,
-            secrets=scanner,
+            file_name=copy.stored,
+            secrets=copy.secrets,
         )
     except BaseException:
-        default_storage.delete(stored)
-        _storage_settle(caller, reserved=reserved, size=0, path=path)
+        file_copy_discard(caller=caller, copy=copy, path=path)
         raise
-    return {"tool_call_id": call.id, "status": call.status, "file_name": name, "size": size}
+    return {"tool_call_id": call.id, "status": call.status, "file_name": copy.name, "size": copy.size}

@@ -11,6 +11,7 @@ from pathlib import Path
 from django.conf import settings
 
 from calvin.workspaces.models import Repository
+from sessions.git_requests import git_request_base
 from tools.caller import Caller
 from tools.errors import ToolRefused
 
@@ -18,24 +19,9 @@ from tools.errors import ToolRefused
 GATEWAY_STATE = "gateway-host"
 
 
-def definition_entry(repository: Repository) -> dict:
-    return {
-        "name": repository.name,
-        "full_name": repository.full_name,
-        "clone_url": repository.clone_url,
-        "default_branch": repository.default_branch,
-    }
-
-
 def git_request_fields(*, caller: Caller, repositories: list[Repository]) -> dict:
-    """What every git request carries besides its own arguments."""
-    return {
-        "session": caller.session_id,
-        "workspace": caller.workspace_id,
-        "repos": [definition_entry(r) for r in repositories],
-        "allowed_schemes": list(settings.CALVIN_REPOSITORY_SCHEMES),
-        "timeout": settings.CALVIN_GIT_TIMEOUT_SECONDS,
-    }
+    """What every git request of the caller's session carries besides its own arguments."""
+    return git_request_base(session_id=caller.session_id, workspace_id=caller.workspace_id, repositories=repositories)
 
 
 def git_wait_seconds(steps: int) -> float:

@@ -6,13 +6,12 @@ A message to a chat destination exists from the call on and is delivered by the 
 a message to an agent goes straight into that agent's session inbox as a queued turn.
 """
 
-import re
-
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from calvin.chat import ChatPermanentError, chat_adapter_for
+from calvin.chat.emoji import SHORTCODE, UnknownEmoji, emoji_named
 from calvin.workspaces.models import Agent
 from secrets_vault.scanner import SecretScanner
 from sessions.models import Message
@@ -25,8 +24,6 @@ from tools.services.common import refuse_secrets, secret_scanner_for, tool_call_
 from tools.services.destinations import destination_resolve
 
 NANOCLAW = ToolCall.Server.NANOCLAW
-# Slack's shortcode alphabet; a character (👍) or anything else is not a shortcode.
-SHORTCODE = re.compile(r"[a-z0-9_+\-']{1,64}")
 
 
 def _record(caller: Caller, tool: str, arguments: dict, payload: dict, scanner: SecretScanner, **kwargs) -> ToolCall:
@@ -117,14 +114,18 @@ def message_edit(*, caller: Caller, message_id: int, text: str) -> dict:
 
 
 def emoji_shortcode(emoji: str) -> str:
-    """`thumbs_up` or `:thumbs_up:`; the emoji character itself, or anything else, is refused."""
+    """The stored name of the emoji `emoji` names (`thumbs_up`, `:+1:` and `thumbsup` are one: `+1`);
+    the emoji character itself, or a name no standard emoji has, is refused."""
     code = emoji[1:-1] if len(emoji) > 2 and emoji[0] == emoji[-1] == ":" else emoji
     if not SHORTCODE.fullmatch(code):
         raise ToolRefused(
             "emoji must be a shortcode such as thumbs_up or heart (lowercase letters, digits, _ + - '),"
             " not the emoji character"
         )
-    return code
+    try:
+        return emoji_named(code).name
+    except UnknownEmoji as unknown:
+        raise ToolRefused(f"{unknown} (add_reaction takes standard emoji only, by shortcode)") from None
 
 
 @transaction.atomic

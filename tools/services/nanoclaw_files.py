@@ -1,9 +1,11 @@
-"""NanoClaw's send_file(path, to, text, filename): the one file service, to a chat destination."""
+"""NanoClaw's send_file(path, to, text, filename): the one file service, to a chat destination or
+into another agent's inbox (tools/services/inbox_files.py)."""
 
 from tools.caller import Caller
 from tools.errors import ToolRefused
 from tools.services.destinations import destination_resolve
 from tools.services.files import file_send
+from tools.services.inbox_files import inbox_file_send
 
 # NanoClaw's agents know their directory as /workspace/agent/; in Calvin that is the session directory.
 NANOCLAW_AGENT_DIR = "/workspace/agent"
@@ -25,17 +27,23 @@ def _display_name(filename: str) -> str:
 
 def nanoclaw_file_send(*, caller: Caller, path: str, to: str, text: str | None, filename: str | None) -> dict:
     destination = destination_resolve(caller=caller, to=to)
-    if destination.agent is not None:
-        raise ToolRefused(
-            f"{destination.name} is an agent: send_file goes to chat destinations; tell the agent where the file"
-            " is with send_message instead"
-        )
     name = _display_name(filename) if filename is not None else None
+    arguments = {"path": path, "to": to, "text": text, "filename": filename}
+    if destination.agent is not None:
+        return inbox_file_send(
+            caller=caller,
+            target=destination.agent,
+            to=destination.name,
+            path=session_relative(path),
+            text=text,
+            filename=name,
+            arguments=arguments,
+        )
     result = file_send(
         caller=caller,
         path=session_relative(path),
         post={"comment": text, "title": None, "alt_text": None},
-        arguments={"path": path, "to": to, "text": text, "filename": filename},
+        arguments=arguments,
         server="nanoclaw",
         thread_id=destination.thread_id,
         display_name=name,

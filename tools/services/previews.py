@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from calvin.audit.services import audit_record
-from calvin.events import on_commit_once
+from calvin.events import PreviewsChanged, announce, on_commit_once
 from calvin.previews.addresses import LABEL_RE, preview_domain, preview_url
 from calvin.previews.models import Preview
 from calvin.workspaces.models import Agent
@@ -79,7 +79,11 @@ def name_generated() -> str:
 
 def session_previews_push(session_id: int) -> None:
     """After the commit, tell the session's host which ports its live previews publish (it keeps
-    the sandbox of a session with previews after the turn); once per transaction per session."""
+    the sandbox of a session with previews after the turn); once per transaction per session.
+    The thread page's previews panel hears of it through the live log."""
+    where = Session.objects.filter(id=session_id).values("workspace_id", "thread_id").first()
+    if where:
+        announce(PreviewsChanged(session_id=session_id, **where))
 
     def push() -> None:
         from sessions.host_link import host_send

@@ -9,21 +9,31 @@ Where the new thread goes is the parent's chat adapter's business (ChatAdapter.t
 in the web channel a new thread listed beside the parent, at once; in Slack a top-level
 message in the parent's channel, which becomes the thread once Slack has taken it, so the
 call waits for that (bounded). Then the child session starts with the task as its first
-message, and the parent's thread gets a notice linking to the new thread.
+message, and the parent's thread gets a notice linking to the new thread. From a code channel
+the seed posts in the owner's direct messages instead (spawn_destination): opened before the
+call is recorded; where there are none (the web channel, an owner without a Slack id) the
+thread goes where it would have gone, and the result's note says so.
+
+Spawning is bounded per workspace (Quota): how many levels below its root a spawned thread may
+be, and how many spawned threads under one root may be alive at once, so agents that spawn
+agents that spawn agents cannot run away with the workspace's hosts and money.
 """
 
 import asyncio
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from calvin.chat import chat_adapter_for
-from calvin.chat.base import ChatPermanentError, NewThread
+from calvin.chat.base import ChatPermanentError, ChatTemporaryError, NewThread
 from calvin.chat.links import thread_url
-from calvin.workspaces.models import Repository
+from calvin.workspaces.code_channel_selectors import code_channel_of_thread
+from calvin.workspaces.models import Quota, Repository
 from secrets_vault.services import session_text_redacted
 from sessions.models import Message, Session, Thread
 from sessions.services import inbox_post, session_start, system_notice_post
+from sessions.spawn_tree import LIVE_STATUSES, spawn_lineage, spawn_tree_ids
 from tools.caller import Caller
 from tools.changes import tool_call_changed
 from tools.errors import ToolRefused
@@ -71,6 +81,52 @@ def brief_parts(brief: str) -> tuple[str, str | None]:
     return path, (anchor or None)
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def spawn_limits_refuse_if_over(*, caller: Caller, lock: bool) -> None:
+    """Refuse a spawn past the workspace's bounds on its tree of spawned threads: the new thread
+    at most `spawn_depth_max` levels below its root, and fewer than `spawn_live_descendants_max`
+    spawned threads under that root alive, counting spawns whose platform is still making the
+    thread (else two quick calls pass the limit together). With `lock` (inside the recording
+    transaction) the root's row is locked before counting, so spawns under one root count one
+    after the other and two at the limit never both pass."""
+    root_id, level = spawn_lineage(session_id=caller.session_id, workspace_id=caller.workspace_id)
+    limits = ("spawn_depth_max", "spawn_live_descendants_max")
+    quota = Quota.objects.filter(workspace_id=caller.workspace_id).only(*limits).first() or Quota()
+    depth_max, live_max = quota.spawn_depth_max, quota.spawn_live_descendants_max
+    if level + 1 > depth_max:
+        here = f"this thread is {_plural(level, 'level')} below its root, and " if level else ""
+        allowed = f"{_plural(depth_max, 'level')} of spawned threads" if depth_max else "no spawned threads"
+        raise ToolRefused(
+            f"no thread was spawned: {here}this workspace allows {allowed} (Quota: spawn depth max"
+            f" {depth_max}). Do the work in this thread, or ask a workspace admin to raise the limit."
+        )
+    if lock:  # the row is not needed, its lock is: a second spawn under this root waits here
+        list(Session.objects.select_for_update().filter(id=root_id).values_list("id", flat=True))
+    tree = spawn_tree_ids(root_id=root_id, workspace_id=caller.workspace_id)
+    live = Session.objects.filter(id__in=tree, status__in=LIVE_STATUSES).exclude(id=root_id).count()
+    # A call waits at most twice SPAWN_WAIT_SECONDS for its thread; one unsettled well past that
+    # was given up by its agent (told to spawn again), and its place is free.
+    being_made = ToolCall.objects.filter(
+        session_id__in=tree,
+        tool=TOOL,
+        status=ToolCall.Status.APPLIED,
+        finished_at__isnull=True,
+        created_at__gte=timezone.now() - timedelta(seconds=3 * SPAWN_WAIT_SECONDS),
+    ).count()
+    alive = live + being_made
+    if alive >= live_max:
+        making = f", {being_made} of them still being made" if being_made else ""
+        raise ToolRefused(
+            f"no thread was spawned: {_plural(alive, 'spawned thread')} under this thread's root"
+            f" {'is' if alive == 1 else 'are'} still alive (waiting to start or running{making}), and"
+            f" this workspace allows {live_max} at once (Quota: spawn live descendants max {live_max}). Wait"
+            " until one has answered or is stopped, or ask a workspace admin to raise the limit."
+        )
+
+
 def spawn_plan(*, caller: Caller, task: str, brief: str, model: str | None) -> dict:
     """Everything checked before the host is asked: the parameters, the limit, the repository."""
     problem = task_problem(task)
@@ -81,6 +137,7 @@ def spawn_plan(*, caller: Caller, task: str, brief: str, model: str | None) -> d
     path, anchor = brief_parts(brief)
     refuse_secrets(what="the task or the brief", secrets=secret_scanner_for(caller), content=f"{task}\n{brief}")
     runner_refuse_if_spent(runner_id=caller.runner_id, tool=TOOL)  # before the git work; taken when recorded
+    spawn_limits_refuse_if_over(caller=caller, lock=False)  # before the git work; again, locked, when recorded
     try:  # before the git work: a platform this gateway cannot post to refuses at once
         chat_adapter_for(Thread.objects.only("channel_kind").get(id=caller.thread_id))
     except ChatPermanentError as exc:
@@ -94,6 +151,34 @@ def spawn_plan(*, caller: Caller, task: str, brief: str, model: str | None) -> d
         )
     request = {**git_request_fields(caller=caller, repositories=[repository]), "path": path, "anchor": anchor}
     return {"request": request}
+
+
+def spawn_destination(*, caller: Caller) -> dict:
+    """Where the new thread's first message goes: {"channel_id": the owner's direct messages, or ""
+    for the parent's channel; "note": what the agent is told about it, "" for the ordinary case}."""
+    sessions = Session.objects.select_related("thread", "owner")
+    parent = sessions.get(id=caller.session_id, workspace_id=caller.workspace_id)
+    thread = parent.thread
+    binding = code_channel_of_thread(
+        workspace_id=caller.workspace_id, channel_kind=thread.channel_kind, channel_id=thread.channel_id
+    )
+    if binding is None:
+        return {"channel_id": "", "note": ""}
+    here = f"this thread is in the code channel {binding.label}"
+    try:
+        if parent.owner is None:
+            raise ChatPermanentError("this session has no owner")
+        channel = chat_adapter_for(thread).direct_channel_open(workspace_id=caller.workspace_id, member=parent.owner)
+    except ChatPermanentError as exc:
+        instead = "it was started in this thread's channel instead"
+        note = f"{here}, so the new thread belongs in its owner's direct messages, but {exc}: {instead}"
+        return {"channel_id": "", "note": note}
+    except ChatTemporaryError as exc:
+        raise ToolRefused(
+            f"no thread was spawned: {here}, and its owner's direct messages could not be opened now ({exc});"
+            " try again in a moment"
+        ) from None
+    return {"channel_id": channel, "note": f"{here}: the new thread was started in its owner's direct messages"}
 
 
 def brief_link(answer: dict, clone_url: str) -> str:
@@ -115,10 +200,15 @@ def _first_text(*, task: str, brief: str, link: str, answer: dict, parent_url: s
 
 
 @transaction.atomic
-def spawn_record(*, caller: Caller, task: str, brief: str, model: str | None, answer: dict) -> dict:
+def spawn_record(
+    *, caller: Caller, task: str, brief: str, model: str | None, answer: dict, destination: dict | None = None
+) -> dict:
     """Count the call (8 per runner) and ask the parent's chat adapter for the new thread: made
     at once (web), the child session starts now; made by the platform later (Slack's top-level
-    message), it starts in spawn_settle_if_made once the platform answered."""
+    message), it starts in spawn_settle_if_made once the platform answered. `destination`:
+    spawn_destination's answer (the owner's direct messages from a code channel)."""
+    destination = destination or {"channel_id": "", "note": ""}
+    spawn_limits_refuse_if_over(caller=caller, lock=True)
     parent = Session.objects.select_related("thread").get(id=caller.session_id)
     repository = Repository.objects.filter(workspace_id=caller.workspace_id, name=answer["repository"]).first()
     link = brief_link(answer, repository.clone_url if repository else "")
@@ -127,13 +217,20 @@ def spawn_record(*, caller: Caller, task: str, brief: str, model: str | None, an
         caller=caller,
         tool=TOOL,
         arguments={"task": task, "brief": brief, "model": model},
-        payload={"text": text, "model": model or parent.model},
+        payload={
+            "text": text,
+            "model": model or parent.model,
+            "note": destination["note"],
+            "direct": bool(destination["channel_id"]),
+        },
         secrets=secret_scanner_for(caller),
         status=ToolCall.Status.APPLIED,  # done here and by the adapter, not by the effects worker
     )
     try:
         adapter = chat_adapter_for(parent.thread)
-        where = adapter.thread_spawn(parent_thread=parent.thread, text=text, tool_call_id=call.id)
+        where = adapter.thread_spawn(
+            parent_thread=parent.thread, text=text, tool_call_id=call.id, channel_id=destination["channel_id"]
+        )
     except ChatPermanentError as exc:
         raise ToolRefused(f"no thread was spawned: {exc}") from None
     if where is None:
@@ -166,8 +263,11 @@ def spawn_settle(*, tool_call_id: int, where: NewThread) -> dict:
     # Written as the parent's agent: never echoed to Slack, where it is the thread's top-level message.
     inbox_post(session=child, author=Message.Author.AGENT, sender_agent=parent.agent, text=call.payload["text"])
     url = where.url or thread_url(child.thread_id)
-    system_notice_post(thread_id=parent.thread_id, text=f"Spawned a thread: {task} — {url}")
+    where_said = " in the owner's direct messages" if call.payload.get("direct") else ""
+    system_notice_post(thread_id=parent.thread_id, text=f"Spawned a thread{where_said}: {task} — {url}")
     result = {"url": url, "thread_id": child.thread_id, "session_id": child.id, "model": child.model}
+    if call.payload.get("note"):
+        result["note"] = call.payload["note"]
     ToolCall.objects.filter(id=call.id).update(result=result, finished_at=timezone.now())
     return {"tool_call_id": call.id, **result}
 
@@ -221,7 +321,10 @@ async def thread_spawn(*, caller: Caller, task: str, brief: str, model: str | No
     plan = await off_loop(spawn_plan)(caller=caller, task=task, brief=brief, model=model)
     # Two network steps on the host: ls-remote for the default branch, then the fetch.
     answer = await git_ask(caller=caller, op="git.brief", arguments=plan["request"], wait=git_wait_seconds(2))
-    result = await off_loop(spawn_record)(caller=caller, task=task, brief=brief, model=model, answer=answer)
+    destination = await off_loop(spawn_destination)(caller=caller)  # Slack's conversations.open: outside the record
+    result = await off_loop(spawn_record)(
+        caller=caller, task=task, brief=brief, model=model, answer=answer, destination=destination
+    )
     if result.get("pending"):
         result = await _settled(result["tool_call_id"])
     return result

@@ -6,7 +6,7 @@
   <!channel>, <!here>, <!everyone> and their <!here|label> forms) and user groups
   (<!subteam^ID|@group>) become plain text: "@" and a zero-width space, then the word, which
   neither Slack nor a reader's client takes for a mention. A line "Posted for <owner> ·
-  <session thread URL>" is appended. What is posted is stored with the call (`post`), shown
+  <the session's thread on its own platform>" is appended. What is posted is stored with the call (`post`), shown
   on the approval card and posted by the worker as it is: what a person approves is what runs.
 - Outside bypassPermissions a person approves it through the approvals engine; the call waits
   for the decision, bounded by CALVIN_APPROVAL_PROMPT_WAIT_SECONDS as approval_prompt is (the
@@ -27,7 +27,7 @@ from approvals.cards import ARGUMENT_BLOCKS_MAX, argument_blocks, duration, visi
 from approvals.models import PendingApproval
 from approvals.policy import approval_needed
 from approvals.services import approval_expiry_bound
-from calvin.chat.links import thread_url
+from calvin.chat.links import platform_thread_url
 from calvin.chat.thread_refs import ThreadRefInvalid, thread_ref_parse
 from tools.caller import Caller
 from tools.errors import ToolRefused
@@ -70,8 +70,10 @@ def mentions_neutralised(text: str) -> str:
 
 
 def attribution(session) -> str:
+    """Names the owner and links the session's thread where its people read it (seed 000): a
+    Slack session's Slack thread, a web session's page."""
     owner = " ".join(str(session.owner).split()) if session.owner else "(no owner)"
-    return f"Posted for {owner} · {thread_url(session.thread_id)}"
+    return f"Posted for {owner} · {platform_thread_url(session.thread)}"
 
 
 def _problems(*, url, channel, ts, text: str) -> list[str]:

@@ -125,14 +125,19 @@ class SlackChannel(WebChannel):
 
         return post_reply(target=target, text=text, tool_call_id=tool_call_id, sender_agent_id=sender_agent_id)
 
-    # spawn_thread: a top-level message in the parent's channel starts the new thread
-    # (calvin.chat.slack.spawns).
+    # spawn_thread: a top-level message in the parent's channel, or in the owner's direct messages
+    # (a code channel's spawn), starts the new thread (calvin.chat.slack.spawns).
 
-    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int) -> NewThread | None:
+    def thread_spawn(self, *, parent_thread, text: str, tool_call_id: int, channel_id: str = "") -> NewThread | None:
         from calvin.chat.slack.spawns import spawn_post
 
-        spawn_post(parent_thread=parent_thread, text=text, tool_call_id=tool_call_id)
+        spawn_post(parent_thread=parent_thread, text=text, tool_call_id=tool_call_id, channel_id=channel_id)
         return None  # the thread is the message's ts: known once Slack has taken it
+
+    def direct_channel_open(self, *, workspace_id: int, member) -> str:
+        from calvin.chat.slack.spawns import direct_channel_open
+
+        return direct_channel_open(workspace_id=workspace_id, member=member)
 
     def thread_spawned(self, *, parent_thread, tool_call_id: int, withdraw: bool = False) -> NewThread | None:
         from calvin.chat.slack.spawns import spawn_thread_made

@@ -55,8 +55,9 @@ def _app(signing_secret: str, api_url: str) -> App:
         authorize=_authorize,
         process_before_response=True,
         token_verification_enabled=False,
-        # Calvin's own messages are dropped by the events listener itself (any bot's are).
-        ignoring_self_events_enabled=True,
+        # Calvin's own messages reach the worker, which starts nothing with them (any bot's) but
+        # keeps them in their thread's history: a file's message is known to Calvin only so.
+        ignoring_self_events_enabled=False,
         logger=log,
     )
     events.register(app)

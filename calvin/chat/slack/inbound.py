@@ -15,7 +15,8 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 
 from calvin.celery import queue_on_commit
 from calvin.chat.base import ChatTemporaryError
-from calvin.chat.models import SlackEvent, SlackPost
+from calvin.chat.models import SlackEvent, SlackPost, SlackThreadHistory
+from calvin.chat.slack.history import slack_history_take_event
 from calvin.chat.slack.installations import bot_for_team, installation_remove
 from calvin.chat.slack.lookups import member_for_slack_user, slack_thread
 from calvin.chat.slack.web_api import slack_client, slack_error
@@ -148,10 +149,18 @@ def prompt_text(text: str, bot_user_id: str) -> str:
 
 
 def _message_take(row: SlackEvent) -> tuple[str, str]:
-    event = row.payload
     bot = bot_for_team(row.team_id)
     if bot is None:
         return SlackEvent.Status.IGNORED, "Calvin is not installed in this Slack team"
+    status, note = _message_for_session(row, bot)
+    # Whatever it did for a session, the message (any author's, an edit, a deletion) goes into
+    # the history of its thread if Calvin keeps that thread: read_thread reads it from there.
+    slack_history_take_event(workspace_id=bot.workspace_id, team_id=row.team_id, event=row.payload)
+    return status, note
+
+
+def _message_for_session(row: SlackEvent, bot) -> tuple[str, str]:
+    event = row.payload
     refused = _not_a_person(event, bot) or _from_another_team(event, row.team_id)
     if refused:
         return SlackEvent.Status.IGNORED, refused
@@ -268,9 +277,10 @@ def _uninstall_take(row: SlackEvent) -> tuple[str, str]:
 @transaction.atomic
 def slack_team_uninstall(*, team_id: str, actor=None, via: str | None = "slack") -> str | None:
     """Calvin was removed from the team (or its bot token revoked): forget the installation,
-    stop the sessions of the workspace's Slack threads with a notice, and fail the posts still
-    waiting for Slack (nothing can deliver them). None when no installation was left. `actor` and
-    `via`: who removed it and from where, for the audit log (Slack's own event: the system, "slack")."""
+    stop the sessions of the workspace's Slack threads with a notice, fail the posts still
+    waiting for Slack (nothing can deliver them), and forget the threads' kept history. None when
+    no installation was left. `actor` and `via`: who removed it and from where, for the audit log
+    (Slack's own event: the system, "slack")."""
     from sessions.services import LIVE_STATUSES, system_notice_post
     from sessions.turns import session_stop
 
@@ -288,6 +298,8 @@ def slack_team_uninstall(*, team_id: str, actor=None, via: str | None = "slack")
     failed = SlackPost.objects.filter(
         lane__team_id=team_id, status__in=[SlackPost.Status.QUEUED, SlackPost.Status.SENDING]
     ).update(status=SlackPost.Status.FAILED, error=UNINSTALLED)
+    # No events come while the app is out: a history kept on would claim a thread whole that is not.
+    SlackThreadHistory.objects.filter(workspace_id=workspace_id, team_id=team_id).delete()
     log.info("Slack team %s uninstalled: %d sessions stopped, %d posts failed", team_id, stopped, failed)
     return f"installation removed; {stopped} sessions stopped; {failed} waiting posts failed"
 

@@ -215,7 +215,7 @@ def _post_send(post: SlackPost, lane: SlackLane, client) -> float:
         log.exception("Slack post %s could not be sent", post.id)
         _post_fail(post, f"internal error ({type(exc).__name__})")
         return 0.0
-    _post_sent(post, answer)
+    _post_sent(post, answer, lane)
     # Slack counts its pace from the post it took; one found already there took no new slot.
     return settings.CALVIN_SLACK_CHANNEL_PACE_SECONDS if fresh else 0.0
 
@@ -234,7 +234,7 @@ def _post_later(post: SlackPost, was: str, exc: ChatTemporaryError) -> float:
     return min(30.0, 0.5 * 2 ** (post.attempts - 1))
 
 
-def _post_sent(post: SlackPost, answer: dict) -> None:
+def _post_sent(post: SlackPost, answer: dict, lane: SlackLane) -> None:
     from sessions.models import Message
     from tools.models import ToolCall
 
@@ -243,6 +243,8 @@ def _post_sent(post: SlackPost, answer: dict) -> None:
     changed = SlackPost.objects.filter(id=post.id, status=Status.SENDING).update(
         status=Status.SENT, slack_ts=ts, slack_file_id=file_id, sent_at=timezone.now(), error=""
     )
+    if changed:
+        _history_keep(post, lane, ts)
     if not changed or post.part != 0 or post.kind not in (Kind.MESSAGE, Kind.FILE):
         return
     # Copies for readers of the message and the call (a lost one is found from the post again).
@@ -254,6 +256,23 @@ def _post_sent(post: SlackPost, answer: dict) -> None:
             call = ToolCall.objects.select_for_update().filter(id=post.tool_call_id).only("platform_ids").first()
             if call is not None:
                 ToolCall.objects.filter(id=call.id).update(platform_ids={**(call.platform_ids or {}), **ids})
+
+
+def _history_keep(post: SlackPost, lane: SlackLane, ts: str) -> None:
+    """What Calvin posted goes into its thread's history (read_thread reads it from there). A file's
+    message has no ts in Slack's answer: its own message event brings it."""
+    from calvin.chat.slack.history import slack_history_take_edit, slack_history_take_post
+
+    text = post.payload.get("text") or ""
+    try:
+        if post.kind == Kind.MESSAGE and ts:
+            slack_history_take_post(
+                team_id=lane.team_id, channel_id=lane.channel_id, thread_ts=post.thread_ts, ts=ts, text=text
+            )
+        elif post.kind == Kind.UPDATE and ts:
+            slack_history_take_edit(team_id=lane.team_id, channel_id=lane.channel_id, ts=ts, text=text)
+    except Exception:  # the post is in Slack whatever the history holds; its message event may still bring it
+        log.exception("Slack post %s is not in its thread's history", post.id)
 
 
 def _post_fail(post: SlackPost, error: str) -> None:

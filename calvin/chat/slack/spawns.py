@@ -1,17 +1,20 @@
-"""spawn_thread's Slack side: the new thread is a top-level message in the parent's channel.
+"""spawn_thread's Slack side: the new thread is a top-level message in the parent's channel, or
+in the owner's direct messages when the parent's channel is a code channel (seed 000).
 
 The message goes through the channel's outbox like every post (in order, paced, retried,
 never twice). Its ts, the new thread's id, is known only once Slack has taken it, so the
 thread is bound then (ChatAdapter.thread_spawned): the child session's own posts are made
 after that, and in that channel's lane they leave after the top-level message anyway.
 
-The seed sends the message to the owner's direct messages when the parent's channel is a
-code channel; Calvin has no notion of code channels, so every channel is an ordinary one
-and the message goes to the parent's own channel (a DM when the parent lives in a DM).
+The owner's direct messages are opened with conversations.open before the call is recorded
+(tools/services/spawns.py decides when): a network call, so never inside that transaction.
 """
+
+import re
 
 from django.db import transaction
 from django.utils import timezone
+from slack_sdk.errors import SlackApiError, SlackRequestError
 
 from calvin.chat.base import ChatPermanentError, NewThread
 from calvin.chat.models import SlackInstallation, SlackLane, SlackPost
@@ -20,6 +23,8 @@ from calvin.chat.slack.text import mentions_neutralised
 from sessions.models import Thread
 
 Kind, Status = SlackPost.Kind, SlackPost.Status
+# What conversations.open may answer: a DM (D…), or a channel id Slack uses for one (C…, G…).
+CONVERSATION_RE = re.compile(r"[CDG][A-Z0-9]{2,31}")
 WITHDRAWN = "withdrawn: Slack had not taken it while spawn_thread waited"
 
 
@@ -30,13 +35,38 @@ def _team_id(workspace_id: int) -> str:
     return team_id
 
 
-def spawn_post(*, parent_thread, text: str, tool_call_id: int) -> None:
-    """Queue the top-level message in the caller's transaction, its mentions made inert. (The
-    text passed the secrets check when the call was recorded; it fits one message: a task of
-    150 characters and a brief's link of about 1,000.)"""
+def direct_channel_open(*, workspace_id: int, member) -> str:
+    """The id of the DM between Calvin's bot and `member` in the workspace's Slack team
+    (conversations.open, which answers the same DM every time)."""
+    from calvin.chat.slack.installations import bot_for_team
+    from calvin.chat.slack.web_api import slack_client, slack_error
+
+    if member is None or member.workspace_id != workspace_id:
+        raise ChatPermanentError("the session has no owner in this workspace")
+    user = member.slack_user_id
+    if not user:
+        raise ChatPermanentError(f"the session's owner ({member}) has no Slack user id")
+    bot = bot_for_team(_team_id(workspace_id))
+    if bot is None or bot.workspace_id != workspace_id:
+        raise ChatPermanentError("Calvin is not installed in this workspace's Slack")
+    try:
+        answer = slack_client(bot.token).conversations_open(users=user)
+    except (SlackApiError, SlackRequestError, OSError, TimeoutError) as exc:
+        raise slack_error(exc, doing="opening the owner's direct messages") from None
+    channel = (answer.get("channel") or {}).get("id") if isinstance(answer.get("channel"), dict) else None
+    if not isinstance(channel, str) or not CONVERSATION_RE.fullmatch(channel):
+        raise ChatPermanentError("Slack opened no direct messages with the owner")
+    return channel
+
+
+def spawn_post(*, parent_thread, text: str, tool_call_id: int, channel_id: str = "") -> None:
+    """Queue the top-level message in the caller's transaction, its mentions made inert, in
+    `channel_id` (the owner's DM) or the parent's channel. (The text passed the secrets check
+    when the call was recorded; it fits one message: a task of 150 characters and a brief's
+    link of about 1,000.)"""
     slack_post_enqueue(
         team_id=_team_id(parent_thread.workspace_id),
-        channel_id=parent_thread.channel_id,
+        channel_id=channel_id or parent_thread.channel_id,
         kind=Kind.MESSAGE,
         payload={"text": mentions_neutralised(text)},
         thread_ts="",  # top level: the message starts the thread

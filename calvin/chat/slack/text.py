@@ -27,8 +27,10 @@ FENCE_RESERVE = len("\n" + FENCE) + len(FENCE + "\n")
 BLOCKS_PER_MESSAGE = 50  # Slack's limit, per message
 
 INERT_AT = "\uff20"  # FULLWIDTH COMMERCIAL AT: looks like @, is not a mention
-_SPECIAL = re.compile(r"<!(channel|here|everyone|group)(?:\|[^>]*)?>", re.IGNORECASE)
+# The closing ">" is optional: an unclosed "<!here" is inert for Slack but not for every reader's client.
+_SPECIAL = re.compile(r"<!(channel|here|everyone|group)(?:\|[^>]*>|>)?", re.IGNORECASE)
 _SUBTEAM = re.compile(r"<!subteam\^[^>|]*(?:\|([^>]*))?>", re.IGNORECASE)
+_SUBTEAM_OPEN = re.compile(r"<!(subteam\^)", re.IGNORECASE)  # one never closed
 _BARE = re.compile(r"@(channel|here|everyone)(?![A-Za-z0-9_])", re.IGNORECASE)
 # Rich text elements that notify: a broadcast (@here...) and a user group.
 _NOTIFYING_ELEMENTS = {"broadcast": "range", "usergroup": None}
@@ -46,6 +48,7 @@ def mentions_neutralised(text: str) -> str:
     while True:  # until nothing is left to find: a replacement never builds a new mention, this is belt and braces
         changed = _SPECIAL.sub(lambda m: INERT_AT + m.group(1).lower(), text)
         changed = _SUBTEAM.sub(_inert_group, changed)
+        changed = _SUBTEAM_OPEN.sub(lambda m: INERT_AT + m.group(1), changed)
         changed = _BARE.sub(lambda m: INERT_AT + m.group(1), changed)
         if changed == text:
             return text

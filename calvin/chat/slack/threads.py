@@ -16,9 +16,15 @@ conversation can see it", in Slack's terms:
 
 The refusal names the rule that failed.
 
-Reading: `conversations.replies` of the thread's root (a reply's ts finds its root), the first
-message, the latest replies and how many there are; authors named from the workspace's members
-(their Slack user id) or, for others, `users.info`.
+Reading, within Slack's limit for apps outside its Marketplace (about 1 conversations.replies
+call a minute per team, 15 messages a call: calvin.chat.slack.read_limits). A thread Calvin
+keeps whole (calvin.chat.slack.history: recorded from its root on, from the events it receives
+and the posts it makes) is read from that history, without asking Slack. Otherwise, when
+Slack's limit allows a call now, Calvin asks for the part it lacks (one page, oldest first),
+keeps it and starts recording the thread; what it shows then says what is missing, why, and
+when the next call is allowed. The root of a link Calvin does not know costs that same one
+call, made while finding the thread, and its page serves the read. Authors are named from the
+workspace's members (their Slack user id) or, for others, `users.info`.
 
 Posting: `post_reply` enqueues one reply in the channel's ordered outbox
 (calvin.chat.slack.outbox.slack_post_enqueue) inside the thread (thread_ts = the root),
@@ -26,6 +32,8 @@ within the effect's transaction; a worker posts it, once and in order. Its text 
 channel-wide mentions made inert and is checked against the calling session's secrets again.
 """
 
+import math
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
@@ -38,7 +46,26 @@ from calvin.chat.base import (
     ThreadTarget,
 )
 from calvin.chat.models import SlackInstallation, SlackPost
+from calvin.chat.slack.history import (
+    history_whole,
+    read_since,
+    slack_history_for,
+    slack_history_start,
+    slack_history_take_fetched,
+    slack_history_view,
+    slack_thread_root_known,
+    ts_now,
+)
 from calvin.chat.slack.installations import bot_for_team
+from calvin.chat.slack.manifest import BOT_EVENTS
+from calvin.chat.slack.read_limits import (
+    REPLIES,
+    SlackReadLater,
+    slack_read,
+    slack_read_page,
+    slack_read_rule,
+    slack_read_wait,
+)
 from calvin.chat.slack.text import mentions_neutralised
 from calvin.chat.slack.web_api import slack_client, slack_error
 from calvin.workspaces.models import Member
@@ -53,9 +80,6 @@ NOT_FOUND = (
 )
 # Slack's answers that mean "no such conversation or message, as far as this bot can tell".
 MISSING = {"channel_not_found", "thread_not_found", "message_not_found", "not_in_channel", "is_archived"}
-# Replies fetched per page, and pages at most (a thread this long is counted by its root's reply_count).
-PAGE = 200
-MAX_PAGES = 25
 
 
 def _where(channel: str, ts: str) -> str:
@@ -78,22 +102,27 @@ def _ask(doing: str, method, *, where: str, **kwargs) -> dict:
     try:
         return method(**kwargs)
     except Exception as exc:
-        error = slack_error(exc, doing=doing)
-        code = _error_code(exc)
-        if code in MISSING:
-            raise ThreadNotReadable(NOT_FOUND.format(where=where)) from None
-        if isinstance(error, ChatTemporaryError):
-            raise ThreadNotReadable(
-                f"Slack thread {where} cannot be read now: Slack did not answer {doing} ({error}); try again later"
-            ) from None
-        if code == "missing_scope":
-            raise ThreadNotReadable(
-                f"Slack thread {where} cannot be read from this session: Calvin's Slack app lacks the permission"
-                f" {doing} needs (missing_scope); a workspace admin can reinstall the app with it"
-            ) from None
-        if isinstance(error, ChatPermanentError):
-            raise ThreadNotReadable(f"Slack thread {where} cannot be read: {error}") from None
-        raise
+        raise _unreadable(exc, doing=doing, where=where) from None
+
+
+def _unreadable(exc: Exception, *, doing: str, where: str) -> Exception:
+    """ThreadNotReadable saying what Slack refused (the exception itself when it is not Slack's)."""
+    error = slack_error(exc, doing=doing)
+    code = _error_code(exc)
+    if code in MISSING:
+        return ThreadNotReadable(NOT_FOUND.format(where=where))
+    if isinstance(error, ChatTemporaryError):
+        return ThreadNotReadable(
+            f"Slack thread {where} cannot be read now: Slack did not answer {doing} ({error}); try again later"
+        )
+    if code == "missing_scope":
+        return ThreadNotReadable(
+            f"Slack thread {where} cannot be read from this session: Calvin's Slack app lacks the permission"
+            f" {doing} needs (missing_scope); a workspace admin can reinstall the app with it"
+        )
+    if isinstance(error, ChatPermanentError):
+        return ThreadNotReadable(f"Slack thread {where} cannot be read: {error}")
+    return exc
 
 
 def _error_code(exc: Exception) -> str:
@@ -149,27 +178,85 @@ def thread_target(*, ref, session) -> ThreadTarget:
             f"Slack thread {asked} cannot be read from this session: Calvin's Slack app is not a member of {name};"
             " someone in the channel can add it (/invite, then the app's name)"
         )
-    # The thread's root: a reply's ts finds its thread, whose first message is the root.
-    found = _ask(
-        "conversations.replies", client.conversations_replies, where=asked, channel=ref.channel, ts=ref.root_ts, limit=1
-    )
-    messages = found.get("messages") or []
-    if not messages:
-        raise ThreadNotReadable(NOT_FOUND.format(where=asked))
-    root_ts = messages[0].get("thread_ts") or messages[0]["ts"]
+    # The thread's root: known to Calvin (a session's thread, a kept history or one of its
+    # messages), or asked of Slack, whose answer is the thread's first page, kept for the read.
+    scope = {"workspace_id": session.workspace_id, "team_id": team_id, "channel_id": ref.channel}
+    root_ts = slack_thread_root_known(**scope, ts=ref.ts, thread_ts=ref.thread_ts)
+    page = None
+    if root_ts is None:
+        root_ts, page = _root_from_slack(client, ref=ref, scope=scope, where=asked)
     where = _where(ref.channel, root_ts)
     reason = _unseen_because(client=client, session=session, channel_id=ref.channel, info=info, where=where)
     if reason:
         raise ThreadNotReadable(f"Slack thread {where} cannot be read from this session: {reason}")
+    key = {"team_id": team_id, "channel": ref.channel, "root_ts": root_ts, "recorded": _events_for(info)}
+    if page is not None:
+        history = slack_history_start(**scope, thread_ts=root_ts, since=read_since(root_ts))
+        key["fetched"] = slack_history_take_fetched(
+            history=history, messages=page.messages, has_more=page.has_more, asked_at=page.asked_at
+        )  # the read that follows says what came from Slack just now
     own = session.thread
     label = f"Slack thread {where}" + (f" (#{info['name']})" if info.get("name") else "")
     return ThreadTarget(
         channel_kind=SLACK,
         url=_permalink(client, channel=ref.channel, ts=root_ts),
         label=label,
-        key={"team_id": team_id, "channel": ref.channel, "root_ts": root_ts},
+        key=key,
         own=own.channel_kind == SLACK and own.channel_id == ref.channel and own.thread_ts == root_ts,
     )
+
+
+def _events_for(info: dict) -> bool:
+    """Whether Slack sends Calvin this conversation's messages as events (the app's subscriptions)."""
+    if info.get("is_mpim"):
+        subscription = "message.mpim"
+    elif info.get("is_im"):
+        subscription = "message.im"
+    elif _private(info):
+        subscription = "message.groups"
+    else:
+        subscription = "message.channels"
+    return subscription in BOT_EVENTS
+
+
+@dataclass(frozen=True)
+class _Page:
+    """One conversations.replies answer: the thread's messages from its root on."""
+
+    messages: list
+    has_more: bool
+    asked_at: str  # when it was asked, as a ts
+
+
+def _root_from_slack(client, *, ref, scope: dict, where: str) -> tuple[str, _Page | None]:
+    """The root of the thread `ref` names, asked of Slack (one conversations.replies call within
+    Slack's limit: a reply's ts finds its thread, whose first message is the root), or kept by a
+    read that ran meanwhile. Without a call allowed, ThreadNotReadable says when one is."""
+    asked_at = ts_now()
+    try:
+        answer = slack_read(
+            team_id=scope["team_id"],
+            method=REPLIES,
+            call=client.conversations_replies,
+            channel=ref.channel,
+            ts=ref.root_ts,
+            limit=slack_read_page(),
+        )
+    except SlackReadLater as exc:
+        root_ts = slack_thread_root_known(**scope, ts=ref.ts, thread_ts=ref.thread_ts)
+        if root_ts is not None:
+            return root_ts, None
+        raise ThreadNotReadable(
+            f"Slack thread {where} cannot be read now: Calvin does not hold this thread, and {exc};"
+            " read_thread again then"
+        ) from None
+    except Exception as exc:
+        raise _unreadable(exc, doing="conversations.replies", where=where) from None
+    messages = answer.get("messages") or []
+    if not messages:
+        raise ThreadNotReadable(NOT_FOUND.format(where=where))
+    root_ts = messages[0].get("thread_ts") or messages[0]["ts"]
+    return root_ts, _Page(messages=messages, has_more=bool(answer.get("has_more")), asked_at=asked_at)
 
 
 def _permalink(client, *, channel: str, ts: str) -> str:
@@ -183,23 +270,41 @@ def _permalink(client, *, channel: str, ts: str) -> str:
 # -- reading
 
 
-def _thread_messages(client, *, channel: str, root_ts: str, where: str) -> tuple[list[dict], int | None]:
-    """Every message of the thread, oldest first (bounded), and the root's reply_count if Slack gave it."""
-    messages: list[dict] = []
-    cursor = None
-    for _ in range(MAX_PAGES):
-        kwargs = {"channel": channel, "ts": root_ts, "limit": PAGE}
-        if cursor:
-            kwargs["cursor"] = cursor
-        answer = _ask("conversations.replies", client.conversations_replies, where=where, **kwargs)
-        page = answer.get("messages") or []
-        # Slack repeats the root at the top of every page.
-        messages += [m for m in page if not (messages and m.get("ts") == root_ts)]
-        cursor = (answer.get("response_metadata") or {}).get("next_cursor")
-        if not cursor or not answer.get("has_more", True):
-            break
-    reply_count = messages[0].get("reply_count") if messages else None
-    return messages, reply_count if isinstance(reply_count, int) else None
+@dataclass(frozen=True)
+class _Fetch:
+    """What one read asked of Slack: messages it gave, whether the thread came whole, or how long until a call."""
+
+    given: int = 0
+    whole: bool = False
+    wait: float = 0.0
+
+
+def _fetch_missing(client, history, *, recorded: bool, where: str) -> _Fetch:
+    """One conversations.replies page of what Calvin lacks, if Slack's limit allows a call now: the
+    messages after what it holds from the root (`known_through`), up to where it started
+    recording when that is a message it holds (the rest came as events)."""
+    kwargs = {"channel": history.channel_id, "ts": history.thread_ts, "limit": slack_read_page()}
+    if history.known_through:
+        kwargs["oldest"] = history.known_through
+    latest = ""
+    if recorded and history.messages.filter(ts=history.recording_since).exists():
+        latest = kwargs["latest"] = history.recording_since
+    asked_at = ts_now()
+    try:
+        answer = slack_read(team_id=history.team_id, method=REPLIES, call=client.conversations_replies, **kwargs)
+    except SlackReadLater as exc:
+        return _Fetch(wait=exc.retry_after or 0.0)
+    except Exception as exc:
+        raise _unreadable(exc, doing="conversations.replies", where=where) from None
+    has_more = bool(answer.get("has_more"))
+    given = slack_history_take_fetched(
+        history=history, messages=answer.get("messages") or [], has_more=has_more, asked_at=asked_at, latest=latest
+    )
+    return _Fetch(
+        given=given,
+        whole=not has_more and not latest,
+        wait=slack_read_wait(team_id=history.team_id, method=REPLIES),
+    )
 
 
 class _Authors:
@@ -241,31 +346,75 @@ class _Authors:
         return f"{self._user(user)} (person)" if user else "someone"
 
 
-def _entry(message: dict, authors: _Authors) -> ThreadEntry:
+def _entry(message: dict, authors: _Authors, position: int | None = None) -> ThreadEntry:
     text = message.get("text") or ""
     files = [f.get("name") or f.get("title") or f.get("id") for f in message.get("files") or []]
     if files:
         text = " ".join(f"[file {name}]" for name in files) + (f" {text}" if text else "")
     at = datetime.fromtimestamp(float(message["ts"]), UTC)
-    return ThreadEntry(id=message["ts"], author=authors.of(message), at=at, text=text)
+    return ThreadEntry(id=message["ts"], author=authors.of(message), at=at, text=text, position=position)
 
 
 def read_thread(*, target: ThreadTarget, latest: int) -> ThreadExcerpt:
-    """The root message, the `latest` last replies (oldest first) and how many replies there are."""
+    """The root message, the `latest` last replies (oldest first) and how many replies there are:
+    from the history Calvin keeps, and from Slack only for what it lacks, within Slack's limit."""
     key = target.key
     where = _where(key["channel"], key["root_ts"])
     client, bot = _client(key["team_id"])
     if client is None:
         raise ThreadNotReadable(NOT_FOUND.format(where=where))
-    messages, reply_count = _thread_messages(client, channel=key["channel"], root_ts=key["root_ts"], where=where)
-    if not messages:
-        return ThreadExcerpt(first=None, replies=[], replies_total=0)
-    first, replies = messages[0], messages[1:]
-    total = max(reply_count or 0, len(replies))
-    shown = replies[-latest:] if latest > 0 else []
+    scope = {"workspace_id": bot.workspace_id, "team_id": key["team_id"], "channel_id": key["channel"]}
+    recorded = key.get("recorded", True)  # conversations whose messages Slack sends Calvin as events
+    history = slack_history_for(**scope, thread_ts=key["root_ts"])
+    whole = history is not None and recorded and history_whole(history)
+    fetch = None
+    if not whole:
+        if history is None:  # from now on, this thread's events are kept too
+            history = slack_history_start(**scope, thread_ts=key["root_ts"], since=read_since(key["root_ts"]))
+        fetch = _fetch_missing(client, history, recorded=recorded, where=where)
+        history.refresh_from_db()
+        whole = fetch.whole or (recorded and history_whole(history))
+    view = slack_history_view(history, latest=latest, whole=whole)
+    fetched = key.get("fetched", 0) + (fetch.given if fetch is not None else 0)
     authors = _Authors(client=client, workspace_id=bot.workspace_id, bot=bot)
-    authors.prime({m["user"] for m in [first, *shown] if m.get("user")})
-    return ThreadExcerpt(first=_entry(first, authors), replies=[_entry(m, authors) for m in shown], replies_total=total)
+    shown = [m for m in [view.first, *(m for m, _ in view.replies)] if m]
+    authors.prime({m["user"] for m in shown if m.get("user")})
+    gap = view.missing != 0
+    return ThreadExcerpt(
+        first=_entry(view.first, authors) if view.first else None,
+        replies=[_entry(m, authors, position=place if gap else None) for m, place in view.replies],
+        replies_total=view.held + (view.missing or 0),
+        partial="" if whole and view.first else _partial_note(view, fetch, fetched=fetched, team_id=key["team_id"]),
+    )
+
+
+def _partial_note(view, fetch: _Fetch | None, *, fetched: int, team_id: str) -> str:
+    """Why what is shown is not the whole thread, and when Slack may be asked for more."""
+    total = view.held + (view.missing or 0)
+    holds = f"Calvin holds {'the first message and ' if view.first else ''}{view.held} of"
+    holds += f" the thread's {total} replies" if view.missing is not None else " its replies"
+    if fetched:
+        holds += f" ({fetched} {'message' if fetched == 1 else 'messages'} fetched from Slack just now)"
+    lacking = []  # (what, how many)
+    if view.first is None:
+        lacking.append(("the first message", 1))
+    if view.missing:
+        start = view.before_gap + 1
+        span = f"reply {start}" if view.missing == 1 else f"replies {start} to {start + view.missing - 1}"
+        lacking.append((span, view.missing))
+    elif view.missing is None:
+        lacking.append(("replies before those it holds (Slack has not said how many there are)", 2))
+    if lacking:
+        plural = len(lacking) > 1 or lacking[0][1] > 1
+        missing = f"{' and '.join(what for what, _ in lacking)} {'are' if plural else 'is'} not held, so not shown"
+    else:
+        missing = "replies posted since Calvin last asked Slack may not be shown"
+    wait = fetch.wait if fetch is not None else slack_read_wait(team_id=team_id, method=REPLIES)
+    when = f"in {math.ceil(wait)} s" if wait > 0 else "now"
+    return (
+        f"{slack_read_rule(REPLIES)}: {holds}; {missing}. The next call to Slack is allowed {when}:"
+        f" read_thread then fetches the next {slack_read_page()}."
+    )
 
 
 # -- posting

@@ -1,11 +1,13 @@
 """The Web API calls that send one SlackPost, and the search that finds whether a post left
-SENDING by a dead worker or a timeout already reached Slack (calvin.chat.slack.lanes uses both)."""
+SENDING by a dead worker or a timeout already reached Slack (calvin.chat.slack.lanes uses both).
+The search reads conversations within Slack's read limit, shared with read_thread."""
 
 import logging
 import urllib.error
 import urllib.request
 
 from django.conf import settings
+from django.core.cache import cache
 from django.core.files.storage import default_storage
 from django.db import transaction
 from slack_sdk.errors import SlackApiError
@@ -19,8 +21,9 @@ Kind, Status = SlackPost.Kind, SlackPost.Status
 METADATA_EVENT = "calvin_post"
 # A thread searched for a post that may have arrived: pages of 200, at most this many.
 SEARCH_PAGES = 10
-# How far before a post was made its message is looked for (clocks and queues drift).
-SEARCH_SLACK_SECONDS = 600
+# Where a search that must wait for Slack's read limit goes on from (a page's cursor), per post.
+SEARCH_RESUME = "slack-post-search:{post_id}"
+SEARCH_RESUME_SECONDS = 3600
 
 
 def _error(exc: Exception, doing: str) -> Exception:
@@ -49,31 +52,75 @@ def _metadata_post_id(message: dict) -> str | None:
 
 
 def _thread_search(client, lane: SlackLane, post: SlackPost, matches) -> dict | None:
-    """The first message of the post's thread (or channel) that `matches`, asking Slack."""
-    oldest = f"{post.created_at.timestamp() - SEARCH_SLACK_SECONDS:.6f}"
-    cursor = None
+    """The first message of the post's thread (or channel) that `matches`, asking Slack.
+
+    Within Slack's read limit (calvin.chat.slack.read_limits: about a call a minute per team,
+    15 messages a call): a page not allowed now raises SlackReadLater (a ChatTemporaryError
+    with its retry_after, which the lane waits), and the search goes on from that page, kept in
+    the cache, when the post is tried again."""
+    from calvin.chat.slack.read_limits import HISTORY, REPLIES, SlackReadLater, slack_read, slack_read_page
+
+    method = REPLIES if post.thread_ts else HISTORY
+    resume = SEARCH_RESUME.format(post_id=post.id)
+    oldest = _search_after(lane, post)
+    cursor = cache.get(resume)
     for _ in range(SEARCH_PAGES):
-        kwargs = {"channel": lane.channel_id, "include_all_metadata": True, "limit": 200, "oldest": oldest}
+        kwargs = {"channel": lane.channel_id, "include_all_metadata": True, "limit": slack_read_page()}
+        if oldest:
+            kwargs["oldest"] = oldest
+        if post.thread_ts:
+            kwargs["ts"] = post.thread_ts
         if cursor:
             kwargs["cursor"] = cursor
+        call = client.conversations_replies if post.thread_ts else client.conversations_history
         try:
-            if post.thread_ts:
-                answer = client.conversations_replies(ts=post.thread_ts, **kwargs)
-            else:
-                answer = client.conversations_history(**kwargs)
+            answer = slack_read(team_id=lane.team_id, method=method, call=call, **kwargs)
+        except SlackReadLater:
+            if cursor:
+                cache.set(resume, cursor, timeout=SEARCH_RESUME_SECONDS)
+            raise
         except SlackApiError as exc:
             if _slack_error_code(exc) == "thread_not_found":
+                cache.delete(resume)
                 return None  # nothing in that thread yet: the post is not there either
-            raise _error(exc, "conversations.replies" if post.thread_ts else "conversations.history") from None
+            raise _error(exc, method) from None
         except Exception as exc:
-            raise _error(exc, "conversations.replies" if post.thread_ts else "conversations.history") from None
+            raise _error(exc, method) from None
         for message in answer.get("messages") or []:
             if matches(message):
+                cache.delete(resume)
                 return message
         cursor = (answer.get("response_metadata") or {}).get("next_cursor")
         if not cursor:
-            return None
+            break
+    cache.delete(resume)
     return None
+
+
+def _search_after(lane: SlackLane, post: SlackPost) -> str:
+    """A ts, on Slack's own clock, that the post's message comes after ("" when none is known):
+    the last post Slack took in this lane before it (a lane sends one post at a time, and waits
+    for one being sent), or the newest message of its thread Calvin held before it was made."""
+    from calvin.chat.models import SlackHistoryMessage
+
+    sent = SlackPost.objects.filter(lane_id=lane.id, status=Status.SENT).exclude(slack_ts="").exclude(id=post.id)
+    if post.sent_at is not None:  # a sent file's message looked for again (_target_ts)
+        sent = sent.filter(sent_at__lt=post.sent_at)
+    held = SlackHistoryMessage.objects.none()
+    if post.thread_ts:
+        sent = sent.filter(thread_ts=post.thread_ts)
+        held = SlackHistoryMessage.objects.filter(
+            history__team_id=lane.team_id,
+            history__channel_id=lane.channel_id,
+            history__thread_ts=post.thread_ts,
+            stored_at__lt=post.created_at,
+        )
+    # Slack's ts are fixed-width: they order as strings.
+    known = [
+        sent.order_by("-slack_ts").values_list("slack_ts", flat=True).first(),
+        held.order_by("-ts").values_list("ts", flat=True).first(),
+    ]
+    return max((ts for ts in known if ts), default="")
 
 
 def _has_file(file_id: str):

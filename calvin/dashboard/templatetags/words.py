@@ -8,6 +8,7 @@
 {{ message.text|mrkdwn:message }}            Slack mrkdwn as safe HTML, names of the message's workspace
 {{ value|cell|mrkdwn_inline:message }}       the same for a cell or a field: no <p> around plain text
 {% with notice=message.text|notice %}        a system message as people read it (calvin.chat.people_words)
+{{ reaction.emoji|emoji }}                   tada → 🎉 (a name no standard emoji has: ":name:")
 """
 
 from datetime import UTC, date, datetime
@@ -17,6 +18,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from calvin.chat.emoji import emoji_char
 from calvin.chat.mrkdwn import mentioned_users, mrkdwn_html
 from calvin.chat.people_words import Notice, cell_words, notice_for_people
 
@@ -142,6 +144,11 @@ def _mrkdwn(text, where, inline: bool) -> SafeString:
     text = "" if text is None else str(text)
     ids = mentioned_users(text) if where is not None else set()
     return mark_safe(mrkdwn_html(text, _names(where, ids) if ids else {}, inline=inline))  # built escaped
+
+
+@register.filter
+def emoji(name: str) -> str:
+    return emoji_char(name) or f":{name}:"
 
 
 @register.filter

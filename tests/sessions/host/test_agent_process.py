@@ -36,8 +36,11 @@ def test_the_agent_sees_its_secrets_and_nothing_of_the_hosts_environment(tmp_pat
     # In bwrap the way out is the egress proxy (tests/sessions/host/test_egress_sandbox.py).
     proxy = set(proxy_environment()) if kind == "bwrap" else set()
     assert set(environment) - {"PWD", "OLDPWD", "SHLVL", "_"} == {
-        "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "API_KEY", "DEPLOY_KEY", *proxy
+        "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "API_KEY", "DEPLOY_KEY", *proxy,
+        "CALVIN_MCP_URL", "CALVIN_TOKEN",
     }  # fmt: skip
+    # calvin-send-file reads these, so it works from any directory (no .mcp.json above /tmp).
+    assert (environment["CALVIN_MCP_URL"], environment["CALVIN_TOKEN"]) == ("http://127.0.0.1:9/mcp", "cvn_test-token")
     assert "cvn_host-token" not in finished["reply"] and "gateway-only" not in finished["reply"]
     # Under bwrap the session's temp directory is the agent's /tmp.
     assert environment["TMPDIR"] == ("/tmp" if kind == "bwrap" else str(runner.temp_directory))
@@ -148,3 +151,41 @@ def test_path_limits_and_process_group(tmp_path, kind):
     else:  # extra_path alone is shown too, at the name PATH gives it
         finished = run_turn(runner, a_turn(shell("agent-tool"), number=2, session=8), extra_path=[bin_dir])
         assert "No such file" in finished["error"], finished  # the tool runs; the prefix's share/ is hidden
+
+
+def test_a_turn_that_runs_with_new_packages_or_servers_tells_the_agent_first(tmp_path):
+    # Approved in another session: this session's next turn has them, and the agent is told.
+    roots = Roots(tmp_path)
+    runner, _ = roots.runner(9, roots.none())
+    first = {"agent_mcp_servers": {"search": {"command": "search-mcp"}}, "environment": None}
+    seen = run_turn(runner, a_turn(shell("cat"), session=9, prompt="one", **first))
+    assert seen["reply"] == "one"  # the runner's first turn: nothing to compare with
+    equipped = {
+        "agent_mcp_servers": {"search": {"command": "search-mcp"}, "github": {"command": "gh-mcp"}},
+        "environment": {"agent": 1, "version": 2, "apt": ["jq"], "npm": ["prettier"]},
+    }
+    told = run_turn(runner, a_turn(shell("cat"), number=2, session=9, prompt="two", **equipped))["reply"]
+    assert told.splitlines()[:2] == [
+        "[system] Your environment was rebuilt (version 2) since your last turn: apt: jq; npm: prettier installed,"
+        " usable from this turn on.",
+        "[system] MCP server github was added since your last turn: its tools are yours from this turn on.",
+    ]
+    assert told.endswith("\n\ntwo")
+    same = run_turn(runner, a_turn(shell("cat"), number=3, session=9, prompt="three", **equipped))
+    assert same["reply"] == "three"  # nothing changed: nothing said
+    fewer = {**equipped, "agent_mcp_servers": {"github": {"command": "gh-mcp"}}}
+    removed = run_turn(runner, a_turn(shell("cat"), number=4, session=9, prompt="four", **fewer))["reply"]
+    assert removed.startswith("[system] MCP server search was removed since your last turn.\n")
+
+
+def test_packages_whose_build_failed_are_not_announced_until_a_turn_has_them(tmp_path):
+    roots = Roots(tmp_path)
+    runner, _ = roots.runner(10, roots.none())
+    run_turn(runner, a_turn(shell("cat"), session=10, prompt="one", environment=None))
+    wanted = {"environment": {"agent": 1, "version": 2, "apt": [], "npm": ["prettier"]}}
+    failed = run_turn(
+        runner, a_turn(shell("cat"), number=2, session=10, prompt="two", environment_built=False, **wanted)
+    )
+    assert failed["reply"] == "two"  # the daemon told it the build failed; nothing claims it is in
+    built = run_turn(runner, a_turn(shell("cat"), number=3, session=10, prompt="three", **wanted))["reply"]
+    assert built.startswith("[system] Your environment was rebuilt (version 2) since your last turn: npm: prettier")

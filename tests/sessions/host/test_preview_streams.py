@@ -160,7 +160,9 @@ def test_the_host_sends_no_more_than_the_window_until_credit_comes(tmp_path):
             if len(gateway.data[2]) == granted:  # everything credited has come: credit some more
                 await gateway.send({"type": "stream.credit", "stream": 2, "bytes": 100_000})
                 granted += 100_000
-            await gateway.until(lambda g=granted: len(gateway.data[2]) > g - 100_000 or gateway.ended(2))
+            # Until all that is credited has come, not merely some: a wait already met returns without
+            # yielding, and this loop would spin with the host's frames never read.
+            await gateway.until(lambda g=granted: len(gateway.data[2]) >= g or gateway.ended(2))
             assert len(gateway.data[2]) <= granted
         head, _, body = bytes(gateway.data[2]).partition(b"\r\n\r\n")
         assert b" 200 " in head and body == b"x" * size

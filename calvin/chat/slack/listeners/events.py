@@ -3,8 +3,8 @@
 Slack retries an event it did not see acknowledged within 3 seconds, so nothing slow runs
 here: one INSERT (de-duplicated on `event_id`) and one publish after its commit. The answer
 leaves after the listener (`process_before_response`), so the row exists before Slack sees
-the ack. Calvin's own messages are acknowledged by Bolt before any listener (ignoring self
-events); other bots' messages are recorded and dropped by the worker."""
+the ack. Every bot's messages, Calvin's own included, are recorded: the worker starts nothing
+with them and keeps them in their thread's history (calvin.chat.slack.history)."""
 
 import logging
 import re

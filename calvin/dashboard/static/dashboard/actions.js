@@ -1,5 +1,6 @@
 // Buttons on cards, approvals and questions (a `form[data-press]` anywhere on the page) post the
-// pressed button's value with the page's CSRF token to the form's action, and the answer shows
+// pressed button's value (and the form's own fields: an allow rule's command prefix) with the
+// page's CSRF token to the form's action, and the answer shows
 // in the form's `.action-result`. The buttons wait while the press is in flight (a double click
 // is one press); the new state comes live (the thread's message, the home's panels: live.js
 // refetches on "actions:answered"). A static file: the Content-Security-Policy allows no inline script.
@@ -11,9 +12,10 @@
     const button = event.submitter;
     const buttons = [...form.querySelectorAll("button")];
     const token = document.querySelector("input[name=csrfmiddlewaretoken]");
-    const body = new FormData();
-    body.append("value", button ? button.value : "");
+    const body = new FormData(form);
+    body.set("value", button ? button.value : "");
     for (const b of buttons) b.disabled = true;
+    form.dispatchEvent(new CustomEvent("actions:pressed", {bubbles: true}));
     let data = {ok: false, text: "could not reach Calvin; try again"};
     try {
       const response = await fetch(form.action, {

@@ -33,15 +33,24 @@
 
   // --- refetch and replace -------------------------------------------------------------------
   let timer = null, fetching = false, again = false;
+  // Presses in flight or whose answer is still being read: the panels wait for them (each ends
+  // with a refresh), or the decision's own event would take the pressed item away before its
+  // answer could be shown.
+  let holding = 0;
   function refresh() {
+    if (holding) return;
     if (timer) return;
     timer = setTimeout(() => { timer = null; fetchPanels(); }, DEBOUNCE_MS);
   }
 
   // A decision from this page (actions.js): its answer stays readable a moment, then the
   // panels show the new state (the event the decision pushes may not concern this page's kinds).
+  document.addEventListener("actions:pressed", () => { holding += 1; });
   document.addEventListener("actions:answered", (event) => {
-    setTimeout(refresh, event.detail && event.detail.ok ? 1200 : 3000);
+    setTimeout(() => {
+      holding = Math.max(0, holding - 1);
+      refresh();
+    }, event.detail && event.detail.ok ? 1200 : 3000);
   });
 
   async function fetchPanels() {
@@ -49,7 +58,8 @@
     fetching = true;
     try {
       const response = await fetch(location.href, {credentials: "same-origin", headers: {"X-Calvin-Live": "1"}});
-      if (response.ok) {
+      // Fetched while a press waits for its answer: dropped, its answer's refresh comes after.
+      if (!holding && response.ok) {
         const fetched = new DOMParser().parseFromString(await response.text(), "text/html");
         for (const panel of document.querySelectorAll("[data-live-panel]")) {
           const name = panel.dataset.livePanel;

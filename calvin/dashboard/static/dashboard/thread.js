@@ -78,9 +78,30 @@
     tick();
   }
 
+  // The previews panel is rendered for the viewer (their controls, their CSRF token): fetched again.
+  let previewsFetch = null;
+  function refreshPreviews() {
+    if (previewsFetch) { previewsFetch.again = true; return; }
+    previewsFetch = {again: false};
+    fetch(location.href, {credentials: "same-origin", headers: {"X-Calvin-Live": "1"}})
+      .then((response) => response.ok ? response.text() : null)
+      .then((text) => {
+        const fresh = text && new DOMParser().parseFromString(text, "text/html").getElementById("previews-slot");
+        const slot = document.getElementById("previews-slot");
+        if (fresh && slot) slot.replaceWith(document.adoptNode(fresh));
+      })
+      .catch(() => {})
+      .finally(() => {
+        const again = previewsFetch.again;
+        previewsFetch = null;
+        if (again) refreshPreviews();
+      });
+  }
+
   function apply(frame) {
     if (typeof frame.html === "string") showMessage(frame);
     if (typeof frame.header === "string") showHeader(frame.header);
+    if (frame.event === "previews") refreshPreviews();
     box.dataset.liveSeq = String(last);
   }
 
