@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Iterator
 
-from celery.signals import worker_process_init, worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown
 from django.db import close_old_connections, connection, connections
 
 from calvin.celery import DATABASE_UNAVAILABLE
@@ -152,9 +152,20 @@ def _start_in_worker(sender=None, **_):
         DISPATCHER.start()
 
 
-@worker_process_init.connect
 def _start_in_pool_child(**_):
     DISPATCHER.start()
+
+
+@worker_init.connect
+def _start_in_pool_children(**_):
+    """Celery's Django fix-up closes the connections a pool child inherited, in a receiver of
+    worker_process_init, with `os.close` on their descriptors and then again through the driver.
+    A thread already opening sockets could be handed a recycled descriptor number between the
+    two closes and lose it (CI saw a solo worker die of EBADF). So the dispatcher starts from a
+    receiver connected here, after the fix-up's own (connected by its worker_init receiver):
+    signals call receivers in the order they were connected. The solo pool sends the signal
+    too, in the worker's own process."""
+    worker_process_init.connect(_start_in_pool_child, weak=False, dispatch_uid="calvin-effect-dispatcher")
 
 
 @worker_shutdown.connect

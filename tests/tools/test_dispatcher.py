@@ -1,9 +1,11 @@
 """The row is the queue (tools/dispatcher.py): new calls wake the workers by pg_notify, are
 claimed in batches, each once, and nothing is lost when the notification or the connection is."""
 
+import re
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from django.db import OperationalError, connection, transaction
@@ -221,7 +223,13 @@ def test_a_dispatcher_whose_connection_is_cut_listens_again_and_misses_nothing(w
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_a_celery_worker_process_applies_new_calls_with_no_task_sent(workspace, tmp_path, concurrency):
     queue = f"calvin-dispatch-{uuid.uuid4().hex[:8]}"
-    worker = celery_processes.worker(queue=queue, log_path=tmp_path / "worker.log", concurrency=concurrency)
+    probe = Path(__file__).parent / "fixup_probe"
+    worker = celery_processes.worker(
+        queue=queue,
+        log_path=tmp_path / "worker.log",
+        concurrency=concurrency,
+        env={"PYTHONPATH": f"{probe}:{celery_processes.ROOT}"},
+    )
     try:
         with DISPATCHER.held():
             worker.wait_for_log(" ready.")
@@ -230,6 +238,11 @@ def test_a_celery_worker_process_applies_new_calls_with_no_task_sent(workspace, 
             wait_for(lambda: all_applied(ids), timeout=20)
         delivered_once(ids)
         assert "tools.tasks.apply_tool_call" not in worker.log().split(" ready.", 1)[1]
+        # Each process the pool runs work in (the worker's own for solo, each child for prefork)
+        # started its dispatcher only after Celery's Django fix-up closed what it inherited.
+        probes = re.findall(r"dispatcher running while descriptors close: (\w+)", worker.log())
+        assert len(probes) >= concurrency
+        assert set(probes) == {"False"}
     finally:
         worker.stop()
         celery_processes.queue_forget(queue)
