@@ -8,33 +8,15 @@ from django.db import close_old_connections
 from mcp.server.mcpserver.exceptions import ToolError
 
 from calvin.celery import DATABASE_UNAVAILABLE
-from tools.auth import gate_drop
-from tools.caller import caller_by_digest
 from tools.errors import ToolRefused
 from tools.input_checks import argument_problems
 from tools.refusals import refusal_note, refusals_check
 from tools.services.common import refusal_redacted
 
-REVOKED = "this runner's token is unknown or revoked (its session may have ended): it can make no more calls"
-
-
-def caller_fresh(caller):
-    """The caller read again by its token, in the thread the call's work runs in: revocation,
-    the secrets in scope and the refusal pause as they are now (tools/auth.py's gate may have
-    let the request through on a caller a few seconds old). Its refusals are not counted."""
-    if not caller.token_digest:  # made in-process, not by the gate (tests, tools)
-        fresh = caller
-    else:
-        fresh = caller_by_digest(caller.token_digest)
-        if fresh is None:
-            raise ToolRefused(REVOKED)
-    refusals_check(paused_until=fresh.refusals_paused_until)
-    return fresh
-
 
 def _in_thread(service, kwargs):
     close_old_connections()  # tool threads live outside Django's request cycle
-    caller = kwargs["caller"] = caller_fresh(kwargs["caller"])
+    caller = kwargs["caller"]
     try:
         problems = argument_problems({k: v for k, v in kwargs.items() if k != "caller"})
         if problems:
@@ -61,20 +43,11 @@ DATABASE_DOWN = (
 _run = sync_to_async(_in_thread, thread_sensitive=False)
 
 
-def _caller_fresh_in_thread(caller):
-    close_old_connections()
-    return caller_fresh(caller)
-
-
-_caller_fresh_off_loop = sync_to_async(_caller_fresh_in_thread, thread_sensitive=False)
-
-
 async def call_service(service, **kwargs):
     try:
-        refusals_check(paused_until=kwargs["caller"].refusals_paused_until)  # no I/O: as the gate read it
+        refusals_check(paused_until=kwargs["caller"].refusals_paused_until)  # no I/O: read with the caller
         return await _run(service, kwargs)
     except ToolRefused as exc:
-        gate_drop(kwargs["caller"])
         raise ToolError(str(exc)) from None
     except DATABASE_UNAVAILABLE as exc:
         log.warning("a tool call met the database unavailable: %s", exc)
@@ -90,21 +63,15 @@ def _refused_text(caller, exc: ToolRefused) -> str:
 async def call_async_service(service, **kwargs):
     """call_service for a service that waits on the event loop (a host's git work): the same
     argument checks, refusal accounting and redaction, without holding a thread while it waits."""
+    caller = kwargs["caller"]
     try:
-        caller = kwargs["caller"] = await _caller_fresh_off_loop(kwargs["caller"])
-    except ToolRefused as exc:  # revoked or paused: not counted
-        raise ToolError(str(exc)) from None
-    except DATABASE_UNAVAILABLE as exc:
-        log.warning("a tool call met the database unavailable: %s", exc)
-        raise ToolError(DATABASE_DOWN) from None
-    try:
+        refusals_check(paused_until=caller.refusals_paused_until)
         problems = argument_problems({k: v for k, v in kwargs.items() if k != "caller"})
         if problems:
             raise ToolRefused("invalid arguments: " + "; ".join(problems[:30]))
         return await service(**kwargs)
     except ToolRefused as exc:
         text = await sync_to_async(_refused_text, thread_sensitive=False)(caller, exc)
-        gate_drop(caller)
         raise ToolError(text) from None
     except DATABASE_UNAVAILABLE as exc:
         log.warning("a tool call met the database unavailable: %s", exc)

@@ -34,8 +34,6 @@ class Caller:
     # When the runner's refusal pause ends (tools/refusals.py), read from its row with the
     # caller, so every web process sees a pause made through any of them.
     refusals_paused_until: float | None = None
-    # The token's digest, so a tool's thread reads the caller afresh by it (tools/adapter.py).
-    token_digest: str = ""
 
 
 _IN_SCOPE = """x.workspace_id = s.workspace_id
@@ -65,16 +63,12 @@ def _tool_sets(raw) -> tuple[str, ...]:
 
 def caller_for_token(token: str) -> Caller | None:
     """None for an unknown or revoked token."""
-    return caller_by_digest(token_digest(token))
-
-
-def caller_by_digest(digest: str) -> Caller | None:
     with connection.cursor() as cursor:
-        cursor.execute(_CALLER_SQL, [digest])
+        cursor.execute(_CALLER_SQL, [token_digest(token)])
         row = cursor.fetchone()
     if not row:
         return None
-    return Caller(*row[:-2], tool_sets=_tool_sets(row[-2]), refusals_paused_until=row[-1], token_digest=digest)
+    return Caller(*row[:-2], tool_sets=_tool_sets(row[-2]), refusals_paused_until=row[-1])
 
 
 NO_SECRETS_VERSION = "0/"

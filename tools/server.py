@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from starlette.applications import Starlette
 
 from tools.asgi_json import JsonRpcIdCheck, send_json_response
-from tools.auth import SCOPE_KEY, RunnerTokenAuth, caller_from_context, gate_drop
+from tools.auth import SCOPE_KEY, RunnerTokenAuth, caller_from_context
 from tools.availability import CALVIN, NANOCLAW, OFFERED, definition_needed, host_has_definition, tool_offered
 from tools.errors import ToolRefused
 from tools.http_limits import McpPostOnly
@@ -137,7 +137,6 @@ async def _refused(caller, text: str, cause: BaseException | None = None):
     unknown names is paused too), and redacted, since the text may quote what it sent."""
     if caller is not None:
         text = await sync_to_async(_note_and_redact, thread_sensitive=False)(caller, text)
-        gate_drop(caller)
     raise ToolError(text) from cause
 
 
