@@ -1,14 +1,12 @@
 """Per-runner counts and the workspace's tool calls per day: taken with conditional
 UPDATEs, never read-modify-write."""
 
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 
 from django.db import connection, transaction
 from django.db.models import F, Model
-from django.utils import timezone
 
 from calvin.workspaces.models import DailyUsage, Quota
 from calvin.workspaces.quotas import (
@@ -33,7 +31,6 @@ PER_RUNNER = {
 }
 
 NOUNS = {"send_file": "files", "post_card": "cards"}
-LIVE_ID_KEY = "tool_call_id"  # what a live row written with the call is given: the call's id
 
 
 def _refusal(tool: str) -> ToolRefused:
@@ -75,9 +72,7 @@ def runner_take_slot(*, runner_id: int, tool: str) -> None:
 
 
 @cache
-def _count_and_insert_sql(
-    model: type[Model], per_runner: bool, notify: bool, live_table: str = "", live: int = 0
-) -> tuple[str, tuple]:
+def _count_and_insert_sql(model: type[Model], per_runner: bool, notify: bool) -> tuple[str, tuple]:
     """The one statement that counts a call and inserts its row, and the fields it inserts.
 
     The day's count is taken only if the runner's slot was (`EXISTS (SELECT FROM slot)`),
@@ -88,9 +83,7 @@ def _count_and_insert_sql(
     gives the slot back. The columns come from the model, so they stay in step with it.
     With `notify`, an inserted row also sends pg_notify on the channel given last (PostgreSQL delivers
     it when the transaction commits, and never for a rollback): the worker's wake-up costs no
-    statement of its own (tools/dispatcher.py). With `live` rows, the same statement writes the
-    call's live events (calvin/dashboard/live.py), each payload given the new row's id as LIVE_ID_KEY: the call
-    and what the console shows of it exist together, in one round trip and one commit.
+    statement of its own (tools/dispatcher.py).
     """
     q = connection.ops.quote_name
     fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
@@ -110,17 +103,9 @@ def _count_and_insert_sql(
         f"inserted AS (INSERT INTO {q(model._meta.db_table)} ({columns})"
         f" SELECT {', '.join(['%s'] * len(fields))} FROM today RETURNING {q(model._meta.pk.column)})"
     )
-    logged = ""
-    if live:
-        events = ", ".join(["(%s, %s, %s::jsonb)"] * live)
-        logged = (
-            f", logged AS (INSERT INTO {q(live_table)} (stream, seq, kind, payload, created_at)"
-            " SELECT v.stream, NULL, v.kind, v.payload || jsonb_build_object(%s, inserted.id), %s"
-            f" FROM inserted, (VALUES {events}) AS v (stream, kind, payload))"
-        )
     taken = "EXISTS (SELECT FROM slot)" if per_runner else "TRUE"
     notified = ", (SELECT pg_notify(%s, '') FROM inserted)" if notify else ""
-    sql = f"WITH {slot if per_runner else ''}{today}{insert}{logged} SELECT (SELECT * FROM inserted), {taken}{notified}"
+    sql = f"WITH {slot if per_runner else ''}{today}{insert} SELECT (SELECT * FROM inserted), {taken}{notified}"
     return sql, fields
 
 
@@ -138,14 +123,7 @@ def tool_call_count_and_insert_orm(
 
 
 def tool_call_count_and_insert(
-    *,
-    row: Model,
-    workspace_id: int,
-    runner_id: int,
-    tool: str,
-    now: datetime | None = None,
-    notify: str = "",
-    live: tuple[str, Sequence] | None = None,  # the console's table and rows (calvin.events.RowsPort)
+    *, row: Model, workspace_id: int, runner_id: int, tool: str, now: datetime | None = None, notify: str = ""
 ) -> None:
     """Count a call (the runner's slot for `tool` if it has a per-runner limit, and one of
     the workspace's tool calls of the UTC day) and insert `row`, all or nothing.
@@ -160,21 +138,14 @@ def tool_call_count_and_insert(
         return
     per_runner = tool in PER_RUNNER
     today = utc_today(now)
-    live_table, live_rows = live or ("", ())
-    sql, fields = _count_and_insert_sql(type(row), per_runner, bool(notify), live_table, len(live_rows))
+    sql, fields = _count_and_insert_sql(type(row), per_runner, bool(notify))
     for field in fields:
         field.pre_save(row, add=True)  # auto_now_add and friends
     values = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
-    logged = []
-    if live_rows:
-        logged = [LIVE_ID_KEY, timezone.now()]
-        for stream, kind, payload in live_rows:
-            logged += [stream, kind, json.dumps(payload)]
     params = [
         *([runner_id, tool, PER_RUNNER[tool]] if per_runner else []),
         *[workspace_id, today, workspace_id, quota_default("tool_calls_per_day")],
         *values,
-        *logged,
         *([notify] if notify else []),
     ]
 
