@@ -84,10 +84,20 @@ def _count_and_insert_sql(model: type[Model], per_runner: bool, notify: bool) ->
     With `notify`, an inserted row also sends pg_notify on the channel given last (PostgreSQL delivers
     it when the transaction commits, and never for a rollback): the worker's wake-up costs no
     statement of its own (tools/dispatcher.py).
+
+    A workspace's calls are stamped in the order they commit: `today` locks the workspace's row
+    of the day until the commit, and the row's id and its `auto_now_add` fields
+    (`clock_timestamp()`, the moment it is written, not when the statement or the request
+    began) are taken after that (`FROM today`). So a call made while another is committing gets
+    both later than that one's. A Slack channel sends its posts in this order
+    (calvin/chat/slack/lanes.py): with a stamp taken before the commit, a later call could be
+    committed, applied and posted while an earlier one was still invisible to the lane.
     """
     q = connection.ops.quote_name
-    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
-    columns = ", ".join(q(f.column) for f in fields)
+    every = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
+    stamped = tuple(f for f in every if getattr(f, "auto_now_add", False))
+    fields = tuple(f for f in every if f not in stamped)  # the ones given as parameters
+    columns = ", ".join(q(f.column) for f in fields + stamped)
     slot = (
         f"slot AS (UPDATE {q(RunnerCount._meta.db_table)} SET used = used + 1"
         " WHERE runner_id = %s AND tool = %s AND used < %s RETURNING 1), "
@@ -99,14 +109,19 @@ def _count_and_insert_sql(model: type[Model], per_runner: bool, notify: bool) ->
         f" AND tool_calls < COALESCE((SELECT tool_calls_per_day FROM {q(Quota._meta.db_table)}"
         f" WHERE workspace_id = %s), %s){after_slot} RETURNING 1), "
     )
+    values = ", ".join(["%s"] * len(fields) + ["clock_timestamp()"] * len(stamped))
+    returned = ", ".join(q(f.column) for f in (model._meta.pk, *stamped))
     insert = (
         f"inserted AS (INSERT INTO {q(model._meta.db_table)} ({columns})"
-        f" SELECT {', '.join(['%s'] * len(fields))} FROM today RETURNING {q(model._meta.pk.column)})"
+        f" SELECT {values} FROM today RETURNING {returned})"
     )
     taken = "EXISTS (SELECT FROM slot)" if per_runner else "TRUE"
     notified = ", (SELECT pg_notify(%s, '') FROM inserted)" if notify else ""
-    sql = f"WITH {slot if per_runner else ''}{today}{insert} SELECT (SELECT * FROM inserted), {taken}{notified}"
-    return sql, fields
+    sql = (
+        f"WITH {slot if per_runner else ''}{today}{insert}"
+        f" SELECT {taken}{notified}, inserted.* FROM (SELECT) AS one LEFT JOIN inserted ON TRUE"
+    )
+    return sql, fields, stamped
 
 
 @transaction.atomic
@@ -123,10 +138,17 @@ def tool_call_count_and_insert_orm(
 
 
 def tool_call_count_and_insert(
-    *, row: Model, workspace_id: int, runner_id: int, tool: str, now: datetime | None = None, notify: str = ""
+    *,
+    row: Model,
+    workspace_id: int,
+    runner_id: int,
+    tool: str,
+    now: datetime | None = None,
+    notify: str = "",
 ) -> None:
     """Count a call (the runner's slot for `tool` if it has a per-runner limit, and one of
-    the workspace's tool calls of the UTC day) and insert `row`, all or nothing.
+    the workspace's tool calls of the UTC day) and insert `row`, all or nothing, stamped in the
+    order the workspace's calls commit (see _count_and_insert_sql).
 
     On PostgreSQL the hot path is one statement, one round trip, whether the tool has a
     per-runner limit or not. Only a refused call or the day's first call (whose usage
@@ -138,9 +160,9 @@ def tool_call_count_and_insert(
         return
     per_runner = tool in PER_RUNNER
     today = utc_today(now)
-    sql, fields = _count_and_insert_sql(type(row), per_runner, bool(notify))
+    sql, fields, stamped = _count_and_insert_sql(type(row), per_runner, bool(notify))
     for field in fields:
-        field.pre_save(row, add=True)  # auto_now_add and friends
+        field.pre_save(row, add=True)  # defaults that depend on the row (the database stamps the rest)
     values = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
     params = [
         *([runner_id, tool, PER_RUNNER[tool]] if per_runner else []),
@@ -153,9 +175,12 @@ def tool_call_count_and_insert(
         """None once inserted, else which limit refused it: "runner" or "day"."""
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            inserted, slot_taken = cursor.fetchone()[:2]
+            found = cursor.fetchone()
+        slot_taken, (inserted, *stamps) = found[0], found[-1 - len(stamped) :]
         if inserted is not None:
             row.pk = inserted
+            for field, stamp in zip(stamped, stamps, strict=True):
+                setattr(row, field.attname, stamp)
             row._state.adding = False
             return None
         if not slot_taken:

@@ -3,9 +3,12 @@ and the workspace's tool calls per day counted in the same statement."""
 
 import asyncio
 import re
+import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
+from django.db import connection, transaction
 
 from calvin.workspaces.models import DailyUsage, Quota
 from sessions.models import RunnerCount
@@ -182,3 +185,49 @@ def test_a_counted_call_is_one_statement(recorded_only, django_assert_num_querie
             )
         assert row.pk is not None
     assert today_usage(recorded_only.session.workspace).tool_calls == 3
+
+
+def count_and_insert(agent, tool: str = "send_message") -> ToolCall:
+    row = ToolCall(session_id=agent.session.id, runner_id=agent.runner.id, tool=tool)
+    tool_call_count_and_insert(row=row, workspace_id=agent.session.workspace_id, runner_id=agent.runner.id, tool=tool)
+    return row
+
+
+def test_a_workspaces_calls_are_stamped_in_the_order_they_commit(recorded_only, make_agent, other_workspace):
+    """A call made while another of its workspace's is not committed yet waits for that commit and
+    is stamped after it, id and time: a Slack channel posts a session's calls in this order, and a
+    later call must never be visible (and applied, and posted) while an earlier one is not.
+    Another workspace's call does not wait."""
+    elsewhere_agent = make_agent(other_workspace)
+    orm_record(recorded_only)  # the days' usage rows
+    orm_record(elsewhere_agent)
+    done: dict[str, tuple[float, ToolCall]] = {}
+
+    def call_from(agent, key):
+        try:
+            row = count_and_insert(agent)
+            done[key] = (time.monotonic(), row)
+        finally:
+            connection.close()
+
+    same = threading.Thread(target=call_from, args=(recorded_only, "same"))
+    elsewhere = threading.Thread(target=call_from, args=(elsewhere_agent, "elsewhere"))
+    with transaction.atomic():
+        first = count_and_insert(recorded_only)
+        same.start()
+        elsewhere.start()
+        elsewhere.join(10)
+        assert "elsewhere" in done  # not held by this workspace's open call
+        time.sleep(0.3)
+        assert "same" not in done  # held until the first call commits
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT clock_timestamp()")
+            committing_at = cursor.fetchone()[0]
+        committed = time.monotonic()
+    same.join(10)
+    finished, second = done["same"]
+    assert finished >= committed
+    assert second.pk > first.pk
+    assert second.created_at > committing_at > first.created_at  # stamped once its turn came
+    stored = dict(ToolCall.objects.filter(id__in=[first.pk, second.pk]).values_list("id", "created_at"))
+    assert stored == {first.pk: first.created_at, second.pk: second.created_at}
