@@ -177,6 +177,20 @@ _recorders: dict[type, list[Subscriber]] = defaultdict(list)
 _reactions: dict[type, list[Subscriber]] = defaultdict(list)
 
 
+@dataclass(frozen=True)
+class RowsPort:
+    """The live log's rows for an event, for an announcer whose own statement writes them with
+    its change (a tool call's insert, tools/limits.py: one round trip, one commit), and what
+    follows once they are written. The console (calvin/dashboard/live.py) fills it as it loads."""
+
+    table: str  # where they go: (stream, seq, kind, payload, created_at), seq NULL until numbered
+    rows: Callable[[Event], list]  # (stream, kind, payload) each
+    written: Callable[[list], None]
+
+
+LIVE_ROWS: RowsPort | None = None
+
+
 def _subscribe(table: dict, event_types: tuple[type, ...]):
     def register(function: Subscriber) -> Subscriber:
         for event_type in event_types:

@@ -1,7 +1,8 @@
 """Per-runner counts and the workspace's tool calls per day: taken with conditional
 UPDATEs, never read-modify-write."""
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
 
@@ -31,6 +32,7 @@ PER_RUNNER = {
 }
 
 NOUNS = {"send_file": "files", "post_card": "cards"}
+LIVE_ID_KEY = "tool_call_id"  # what a live row written with the call is given: the call's id
 
 
 def _refusal(tool: str) -> ToolRefused:
@@ -72,7 +74,9 @@ def runner_take_slot(*, runner_id: int, tool: str) -> None:
 
 
 @cache
-def _count_and_insert_sql(model: type[Model], per_runner: bool, notify: bool) -> tuple[str, tuple]:
+def _count_and_insert_sql(
+    model: type[Model], per_runner: bool, notify: bool, live_table: str = "", live: int = 0
+) -> tuple[str, tuple, tuple]:
     """The one statement that counts a call and inserts its row, and the fields it inserts.
 
     The day's count is taken only if the runner's slot was (`EXISTS (SELECT FROM slot)`),
@@ -83,7 +87,10 @@ def _count_and_insert_sql(model: type[Model], per_runner: bool, notify: bool) ->
     gives the slot back. The columns come from the model, so they stay in step with it.
     With `notify`, an inserted row also sends pg_notify on the channel given last (PostgreSQL delivers
     it when the transaction commits, and never for a rollback): the worker's wake-up costs no
-    statement of its own (tools/dispatcher.py).
+    statement of its own (tools/dispatcher.py). With `live` rows, the same statement writes the
+    call's live events (calvin/dashboard/live.py), each payload given the new row's id as
+    LIVE_ID_KEY: the call and what the console shows of it exist together, in one round trip
+    and one commit.
 
     A workspace's calls are stamped in the order they commit: `today` locks the workspace's row
     of the day until the commit, and the row's id and its `auto_now_add` fields
@@ -115,10 +122,18 @@ def _count_and_insert_sql(model: type[Model], per_runner: bool, notify: bool) ->
         f"inserted AS (INSERT INTO {q(model._meta.db_table)} ({columns})"
         f" SELECT {values} FROM today RETURNING {returned})"
     )
+    logged = ""
+    if live:
+        events = ", ".join(["(%s, %s, %s::jsonb)"] * live)
+        logged = (
+            f", logged AS (INSERT INTO {q(live_table)} (stream, seq, kind, payload, created_at)"
+            f" SELECT v.stream, NULL, v.kind, v.payload || jsonb_build_object(%s, inserted.{q(model._meta.pk.column)}),"
+            f" clock_timestamp() FROM inserted, (VALUES {events}) AS v (stream, kind, payload))"
+        )
     taken = "EXISTS (SELECT FROM slot)" if per_runner else "TRUE"
     notified = ", (SELECT pg_notify(%s, '') FROM inserted)" if notify else ""
     sql = (
-        f"WITH {slot if per_runner else ''}{today}{insert}"
+        f"WITH {slot if per_runner else ''}{today}{insert}{logged}"
         f" SELECT {taken}{notified}, inserted.* FROM (SELECT) AS one LEFT JOIN inserted ON TRUE"
     )
     return sql, fields, stamped
@@ -145,6 +160,7 @@ def tool_call_count_and_insert(
     tool: str,
     now: datetime | None = None,
     notify: str = "",
+    live: tuple[str, Sequence] | None = None,  # the console's table and rows (calvin.events.RowsPort)
 ) -> None:
     """Count a call (the runner's slot for `tool` if it has a per-runner limit, and one of
     the workspace's tool calls of the UTC day) and insert `row`, all or nothing, stamped in the
@@ -160,7 +176,8 @@ def tool_call_count_and_insert(
         return
     per_runner = tool in PER_RUNNER
     today = utc_today(now)
-    sql, fields, stamped = _count_and_insert_sql(type(row), per_runner, bool(notify))
+    live_table, live_rows = live or ("", ())
+    sql, fields, stamped = _count_and_insert_sql(type(row), per_runner, bool(notify), live_table, len(live_rows))
     for field in fields:
         field.pre_save(row, add=True)  # defaults that depend on the row (the database stamps the rest)
     values = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
@@ -168,6 +185,8 @@ def tool_call_count_and_insert(
         *([runner_id, tool, PER_RUNNER[tool]] if per_runner else []),
         *[workspace_id, today, workspace_id, quota_default("tool_calls_per_day")],
         *values,
+        *([LIVE_ID_KEY] if live_rows else []),
+        *[value for stream, kind, payload in live_rows for value in (stream, kind, json.dumps(payload))],
         *([notify] if notify else []),
     ]
 

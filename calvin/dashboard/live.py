@@ -10,10 +10,12 @@ the page sees on the next push or reconnect, and it asks for exactly that from t
 
 import logging
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import connection
 from django.template.loader import render_to_string
 
+from calvin import events
 from calvin.dashboard.events import group_send, group_send_quietly, message_event, thread_group
 from calvin.dashboard.models import LiveEvent, LiveStream
 from calvin.dashboard.numberer import StreamNumberer
@@ -103,14 +105,35 @@ def _streams(event: Event, on_thread: bool, on_workspace: bool) -> list[str]:
     return streams
 
 
+class LiveRow(NamedTuple):
+    stream: str
+    kind: str
+    payload: dict
+
+
+def live_rows(event: Event) -> list[LiveRow]:
+    """The log rows `event` makes, one per stream it is on."""
+    kind, on_thread, on_workspace = KINDS[type(event)]
+    payload = _payload(event)
+    return [LiveRow(stream, kind, payload) for stream in _streams(event, on_thread, on_workspace)]
+
+
 @records(*KINDS)
 def live_log(event: Event) -> None:
     """Inside the announcing transaction: the event exists exactly when the change does."""
-    kind, on_thread, on_workspace = KINDS[type(event)]
-    payload = _payload(event)
-    for stream in _streams(event, on_thread, on_workspace):
-        LiveEvent.objects.create(stream=stream, seq=None, kind=kind, payload=payload)
+    for row in live_rows(event):
+        LiveEvent.objects.create(stream=row.stream, seq=None, kind=row.kind, payload=row.payload)
+        _number_and_push_on_commit(row.stream)
+
+
+def live_rows_written(rows: list[LiveRow]) -> None:
+    """Rows of live_rows that a statement of the caller's wrote itself (a tool call's, with its
+    row: tools/limits.py): numbered and pushed once that commits, as live_log's are."""
+    for stream in dict.fromkeys(row.stream for row in rows):
         _number_and_push_on_commit(stream)
+
+
+events.LIVE_ROWS = events.RowsPort(table=LiveEvent._meta.db_table, rows=live_rows, written=live_rows_written)
 
 
 def _number_and_push_on_commit(stream: str) -> None:

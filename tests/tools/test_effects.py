@@ -5,12 +5,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from calvin import events
 from calvin.chat import ChatTemporaryError
 from calvin.chat.web import WebChannel
+from calvin.dashboard import live
+from calvin.dashboard.models import LiveEvent
+from calvin.events import ToolCallChanged
 from sessions.models import Message, Session, Thread
 from sessions.services import session_start
 from tests.conftest import wait_for
 from tools import effects
+from tools.dispatcher import DISPATCHER
 from tools.models import ToolCall
 from tools.tasks import apply_tool_call, sweep_tool_calls
 
@@ -80,6 +85,44 @@ def test_the_message_and_applied_commit_together(agent, monkeypatch):
     wait_for(lambda: ToolCall.objects.filter(id=call_id, status="failed").exists())
     assert not Message.objects.filter(tool_call_id=call_id).exists()  # rolled back with it
     assert Message.objects.filter(thread=agent.session.thread, kind=Message.Kind.SYSTEM).count() == 1
+
+
+def test_a_call_whose_live_event_cannot_be_written_is_not_recorded(agent, monkeypatch):
+    """The row and its live event are written together (one statement): a call the console
+    cannot log is not left behind, pending, for a worker to apply after the agent was told
+    it failed."""
+
+    def too_long_a_stream(event):
+        return [row._replace(stream="x" * 41) for row in live.live_rows(event)]  # LiveEvent.stream holds 40
+
+    port = events.RowsPort(table=LiveEvent._meta.db_table, rows=too_long_a_stream, written=live.live_rows_written)
+    monkeypatch.setattr(events, "LIVE_ROWS", port)
+    result = agent.call("post_card", {"spec": CARD})
+    assert result.is_error
+    assert not ToolCall.objects.filter(session=agent.session).exists()
+    assert not LiveEvent.objects.filter(kind="tool_call").exists()
+
+
+def test_a_recorded_call_is_on_the_console_with_its_own_id(agent):
+    with DISPATCHER.held():  # pending still: no worker has touched it
+        call_id = post_card(agent)
+        event = wait_for(lambda: LiveEvent.objects.filter(kind="tool_call", seq__isnull=False).first())
+    assert event.stream == f"workspace:{agent.session.workspace_id}"
+    assert event.payload == {
+        "session_id": agent.session.id,
+        "tool_call_id": call_id,
+        "tool": "post_card",
+        "status": "pending",
+    }
+    applied(call_id)
+
+
+def test_only_the_live_log_records_a_tool_calls_change():
+    """The call's statement writes its live rows in place of announcing it
+    (tools/services/common.py): another recorder or reaction would be skipped there."""
+    changed = ToolCallChanged(workspace_id=1, thread_id=1, session_id=1, tool_call_id=1, tool="post_card", status="x")
+    assert events._matching(events._recorders, changed) == [live.live_log]
+    assert events._matching(events._reactions, changed) == []
 
 
 def test_a_waiting_call_is_queued_again_once_per_bound_not_on_every_sweep(agent, settings):

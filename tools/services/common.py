@@ -12,7 +12,7 @@ from secrets_vault.scanner import SecretScanner, scanner_for
 from secrets_vault.services import session_secret_pairs
 from tools import dispatcher
 from tools.caller import Caller, caller_has_secrets
-from tools.changes import tool_call_changed
+from tools.changes import tool_call_changed, tool_call_recorded_live_rows, tool_call_recorded_live_written
 from tools.errors import ToolRefused
 from tools.limits import tool_call_count_and_insert
 from tools.models import ToolCall
@@ -117,16 +117,20 @@ def tool_call_record(
         status=status,
     )
     pending = status == ToolCall.Status.PENDING
-    listened = pending and dispatcher.supported()
-    tool_call_count_and_insert(
-        row=call,
-        workspace_id=caller.workspace_id,
-        runner_id=caller.runner_id,
-        tool=tool,
-        notify=dispatcher.CHANNEL if listened else "",
-    )
-    tool_call_changed(call, status, workspace_id=caller.workspace_id, thread_id=caller.thread_id)
-    if pending and not listened:
+    counted = {"row": call, "workspace_id": caller.workspace_id, "runner_id": caller.runner_id, "tool": tool}
+    ids = {"workspace_id": caller.workspace_id, "thread_id": caller.thread_id}
+    live = tool_call_recorded_live_rows(call, status, **ids) if dispatcher.supported() else None
+    if live is not None:
+        # One statement counts the call, inserts it, writes its live event and wakes the workers:
+        # one round trip and one commit, so the workspace's day row is locked only inside the
+        # server (bench/README.md).
+        tool_call_count_and_insert(**counted, notify=dispatcher.CHANNEL if pending else "", live=live)
+        tool_call_recorded_live_written(live)
+        return call
+    with transaction.atomic(savepoint=False):  # the embedded SQLite: the same, in a few statements
+        tool_call_count_and_insert(**counted)
+        tool_call_changed(call, status, **ids)
+    if pending:
         transaction.on_commit(lambda: effect_announce(call.id))
     return call
 
