@@ -232,6 +232,26 @@ def announce(event: Event) -> None:
         transaction.on_commit(lambda reaction=reaction: _react(reaction, event))
 
 
+def announce_many(events: list[Event]) -> None:
+    """announce() each of `events` (one transaction's changes), giving a recorder that has a
+    batch form (`recorder.many`, called with the recorder's events in order) all of them at
+    once: the live log writes a batch's rows in one statement (tools/effects_batch.py)."""
+    batches: dict[Subscriber, list[Event]] = {}
+    for event in events:
+        for recorder in _matching(_recorders, event):
+            batches.setdefault(recorder, []).append(event)
+    for recorder, batch in batches.items():
+        many = getattr(recorder, "many", None)
+        if many is not None:
+            many(batch)
+        else:
+            for event in batch:
+                recorder(event)
+    for event in events:
+        for reaction in _matching(_reactions, event):
+            transaction.on_commit(lambda reaction=reaction, event=event: _react(reaction, event))
+
+
 def on_commit_once(key: tuple, callback: Callable[[], None]) -> None:
     """`callback` after this transaction commits, once however often it is asked for with `key`
     (a repository import of 500 rows pushes AGENTS.md once; a stream's events are numbered once).

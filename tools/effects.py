@@ -78,32 +78,38 @@ def already_delivered(call: ToolCall, adapter, thread) -> dict | None:
     return adapter.delivered(thread=thread, tool_call_id=call.id) if call.attempts > 1 else None
 
 
+def post_card_arguments(call: ToolCall) -> dict:
+    """What post_card_effect gives the adapter's post_card besides the thread and the call's id."""
+    payload = call.payload
+    return {"items": payload["items"], "blocks": payload["blocks"], "fallback_text": payload["text"]}
+
+
+def send_file_arguments(call: ToolCall) -> dict:
+    """What send_file_effect gives the adapter's upload_file besides the thread and the call's id."""
+    payload = call.payload
+    return {
+        "stored_name": call.file.name,
+        "file_name": payload["file_name"],
+        "title": payload["title"],
+        "comment": payload.get("comment") or "",
+        "alt_text": payload.get("alt_text") or "",
+        "content_type": payload["content_type"],
+    }
+
+
 def post_card_effect(call: ToolCall) -> dict:
     thread = thread_of(call)
     adapter = chat_adapter_for(thread)
-    payload = call.payload
     return already_delivered(call, adapter, thread) or adapter.post_card(
-        thread=thread,
-        items=payload["items"],
-        blocks=payload["blocks"],
-        fallback_text=payload["text"],
-        tool_call_id=call.id,
+        thread=thread, tool_call_id=call.id, **post_card_arguments(call)
     )
 
 
 def send_file_effect(call: ToolCall) -> dict:
     thread = thread_of(call)
     adapter = chat_adapter_for(thread)
-    payload = call.payload
     return already_delivered(call, adapter, thread) or adapter.upload_file(
-        thread=thread,
-        stored_name=call.file.name,
-        file_name=payload["file_name"],
-        title=payload["title"],
-        comment=payload.get("comment") or "",
-        alt_text=payload.get("alt_text") or "",
-        content_type=payload["content_type"],
-        tool_call_id=call.id,
+        thread=thread, tool_call_id=call.id, **send_file_arguments(call)
     )
 
 
@@ -156,22 +162,41 @@ def tool_calls_apply_claimed(*, ids: list[int]) -> None:
     fuzz test's). A call that breaks in a way tool_call_apply does not handle takes only itself
     down. What must wait (an edit for its send) or be tried again (a platform's temporary error)
     goes to the Celery task, which keeps the countdown and the backoff. A lost database raises:
-    the caller gives back what is left of the batch."""
+    the caller gives back what is left of the batch.
+
+    Consecutive new web-channel posts are applied together instead, a few statements for all of
+    them (tools/effects_batch.py); if that fails, one by one as above."""
+    from tools.effects_batch import batch_runs, batchable_calls, tool_calls_apply_together
+
+    batchable = batchable_calls(ids) if len(ids) > 1 else {}
     later: list[tuple[int, float]] = []
-    for tool_call_id in ids:
-        wait = None
-        try:
-            wait = tool_call_apply(tool_call_id=tool_call_id)
-        except ChatTemporaryError as exc:  # it is pending again, to be tried later
-            log.info("tool call %s: %s; trying again", tool_call_id, exc)
-            wait = TEMPORARY_RETRY_SECONDS
-        except DATABASE_UNAVAILABLE:
-            raise
-        except Exception:  # gone since its claim, say: left "applying" for the stuck sweep
-            log.exception("tool call %s could not be applied", tool_call_id)
-        if wait is not None:
-            later.append((tool_call_id, wait))
+    for run in batch_runs(ids, batchable):
+        if len(run) > 1:
+            try:
+                tool_calls_apply_together(run=[batchable[tool_call_id] for tool_call_id in run])
+                continue
+            except DATABASE_UNAVAILABLE:
+                raise
+            except Exception:
+                log.warning("tool calls %s could not be applied together; one by one", run, exc_info=True)
+        for tool_call_id in run:
+            wait = _apply_one(tool_call_id)
+            if wait is not None:
+                later.append((tool_call_id, wait))
     _queue_again(later)
+
+
+def _apply_one(tool_call_id: int) -> float | None:
+    try:
+        return tool_call_apply(tool_call_id=tool_call_id)
+    except ChatTemporaryError as exc:  # it is pending again, to be tried later
+        log.info("tool call %s: %s; trying again", tool_call_id, exc)
+        return TEMPORARY_RETRY_SECONDS
+    except DATABASE_UNAVAILABLE:
+        raise
+    except Exception:  # gone since its claim, say: left "applying" for the stuck sweep
+        log.exception("tool call %s could not be applied", tool_call_id)
+        return None
 
 
 def _queue_again(calls: list[tuple[int, float]]) -> None:

@@ -75,6 +75,19 @@ class NewThread:
     url: str = ""
 
 
+@dataclass(frozen=True)
+class BatchPost:
+    """One effect of a batch given to an adapter's `deliver_many` (an optional method: the web
+    channel has it): `method` is the adapter method the effect would call on its own
+    ("post_card", "upload_file" or "post_message") and `arguments` what it would pass besides
+    the thread and the tool call's id."""
+
+    tool_call_id: int
+    thread: object
+    method: str
+    arguments: dict
+
+
 class ChatAdapter(Protocol):
     """Each method is idempotent per `tool_call_id`: a retry returns the first result.
 

@@ -7,6 +7,7 @@ from django.core.files.storage import default_storage
 from django.utils import timezone
 
 from calvin.chat.base import (
+    BatchPost,
     ChatPermanentError,
     NewThread,
     ThreadEntry,
@@ -15,7 +16,7 @@ from calvin.chat.base import (
     ThreadTarget,
 )
 from calvin.chat.links import thread_url
-from calvin.events import MessagePosted, announce
+from calvin.events import MessagePosted, announce, announce_many
 from calvin.workspaces.code_channel_rules import space_channel_id, space_of_channel_id
 from sessions.models import Message, Reaction, Thread
 
@@ -90,6 +91,34 @@ def _entry(row: dict) -> ThreadEntry:
     return ThreadEntry(id=str(row["id"]), author=author, at=row["created_at"], text=text)
 
 
+def _card_fields(*, thread, items: list, blocks: list, fallback_text: str, author: str = "agent") -> dict:
+    return {
+        "thread": thread,
+        "kind": Message.Kind.CARD,
+        "author": author,
+        "text": fallback_text,
+        "card": items,
+        "blocks": blocks,
+    }
+
+
+def _file_fields(
+    *, thread, stored_name: str, file_name: str, title: str, comment: str, alt_text: str, content_type: str
+) -> dict:
+    return {
+        "thread": thread,
+        "kind": Message.Kind.FILE,
+        "author": Message.Author.AGENT,
+        "text": comment,
+        "file": stored_name,
+        "file_name": file_name,
+        "file_title": title,
+        "file_alt_text": alt_text,
+        "content_type": content_type,
+        "file_size": default_storage.size(stored_name),  # the storage quota's record
+    }
+
+
 class WebChannel:
     def delivered(self, *, thread, tool_call_id: int) -> dict | None:
         message = (
@@ -131,14 +160,7 @@ class WebChannel:
     ) -> dict:
         return self._deliver(
             tool_call_id=tool_call_id,
-            fields={
-                "thread": thread,
-                "kind": Message.Kind.CARD,
-                "author": author,
-                "text": fallback_text,
-                "card": items,
-                "blocks": blocks,
-            },
+            fields=_card_fields(thread=thread, items=items, blocks=blocks, fallback_text=fallback_text, author=author),
         )
 
     def update_card(self, *, thread, message: Message, items: list, blocks: list, fallback_text: str) -> dict:
@@ -158,19 +180,46 @@ class WebChannel:
     ) -> dict:
         return self._deliver(
             tool_call_id=tool_call_id,
-            fields={
-                "thread": thread,
-                "kind": Message.Kind.FILE,
-                "author": Message.Author.AGENT,
-                "text": comment,
-                "file": stored_name,
-                "file_name": file_name,
-                "file_title": title,
-                "file_alt_text": alt_text,
-                "content_type": content_type,
-                "file_size": default_storage.size(stored_name),  # the storage quota's record
-            },
+            fields=_file_fields(
+                thread=thread,
+                stored_name=stored_name,
+                file_name=file_name,
+                title=title,
+                comment=comment,
+                alt_text=alt_text,
+                content_type=content_type,
+            ),
         )
+
+    def deliver_many(self, *, posts: list[BatchPost]) -> dict[int, dict]:
+        """Several effects at once, each as its own method would make it, inside the caller's
+        transaction (which marks their calls applied): the new messages in one INSERT, in the
+        posts' order (so their ids follow the calls'), the queued ones (send_message's) shown in
+        one UPDATE, and their live events in one statement. Returns each call's platform ids."""
+        made, queued = [], []
+        for post in posts:
+            if post.method == "post_message":
+                queued.append(post.arguments["message"])
+            else:
+                build = _card_fields if post.method == "post_card" else _file_fields
+                fields = build(thread=post.thread, **post.arguments)
+                made.append(Message(tool_call_id=post.tool_call_id, **fields))
+        Message.objects.bulk_create(made)
+        if queued:
+            Message.objects.filter(id__in=[m.id for m in queued]).update(delivered_at=timezone.now())
+        message_of = {m.tool_call_id: m for m in made}
+        message_of.update((p.tool_call_id, p.arguments["message"]) for p in posts if p.method == "post_message")
+        announce_many(
+            [
+                MessagePosted(
+                    workspace_id=post.thread.workspace_id,
+                    thread_id=post.thread.id,
+                    message_id=message_of[post.tool_call_id].id,
+                )
+                for post in posts
+            ]
+        )
+        return {post.tool_call_id: {"message_id": message_of[post.tool_call_id].id} for post in posts}
 
     # Other threads (read_thread, post_thread): any web thread of the session's workspace.
 

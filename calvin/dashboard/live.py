@@ -126,6 +126,18 @@ def live_log(event: Event) -> None:
         _number_and_push_on_commit(row.stream)
 
 
+def live_log_many(events: list[Event]) -> None:
+    """live_log for a batch of events: their rows in one statement."""
+    rows = [row for event in events for row in live_rows(event)]
+    LiveEvent.objects.bulk_create(
+        [LiveEvent(stream=row.stream, seq=None, kind=row.kind, payload=row.payload) for row in rows]
+    )
+    live_rows_written(rows)
+
+
+live_log.many = live_log_many
+
+
 def live_rows_written(rows: list[LiveRow]) -> None:
     """Rows of live_rows that a statement of the caller's wrote itself (a tool call's, with its
     row: tools/limits.py): numbered and pushed once that commits, as live_log's are."""
