@@ -156,19 +156,25 @@ def tool_calls_unclaim(*, ids: list[int], claimed_at: datetime) -> int:
 
 
 def tool_calls_apply_claimed(*, ids: list[int]) -> None:
-    """Apply the calls a dispatcher claimed (tools/dispatcher.py), in order, each in its own
-    transaction, as the task does: one transaction for a whole batch saved a commit per call but
-    held its rows' locks across the batch, and people's own writes then met deadlocks (the tool
-    fuzz test's). A call that breaks in a way tool_call_apply does not handle takes only itself
-    down. What must wait (an edit for its send) or be tried again (a platform's temporary error)
-    goes to the Celery task, which keeps the countdown and the backoff. A lost database raises:
-    the caller gives back what is left of the batch.
-
-    Consecutive new web-channel posts are applied together instead, a few statements for all of
-    them (tools/effects_batch.py); if that fails, one by one as above."""
+    """Apply the calls a dispatcher claimed (tools/dispatcher.py), in order. Consecutive new
+    web-channel posts go together, a few statements and one short transaction for all of them
+    (tools/effects_batch.py); every other call, or a run that failed together, goes one by one,
+    each in its own transaction, as the task does: one transaction around a whole batch's
+    effects saved a commit per call but held its rows' locks across the batch, and people's own
+    writes then met deadlocks (the tool fuzz test's). A call that breaks in a way tool_call_apply
+    does not handle takes only itself down. What must wait (an edit for its send) or be tried
+    again (a platform's temporary error) goes to the Celery task, which keeps the countdown and
+    the backoff. A lost database raises: the caller gives back what is left of the batch."""
     from tools.effects_batch import batch_runs, batchable_calls, tool_calls_apply_together
 
-    batchable = batchable_calls(ids) if len(ids) > 1 else {}
+    batchable = {}
+    if len(ids) > 1:
+        try:
+            batchable = batchable_calls(ids)
+        except DATABASE_UNAVAILABLE:
+            raise
+        except Exception:  # nothing is lost: one by one
+            log.warning("could not sort tool calls %s into runs; one by one", ids, exc_info=True)
     later: list[tuple[int, float]] = []
     for run in batch_runs(ids, batchable):
         if len(run) > 1:

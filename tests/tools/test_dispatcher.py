@@ -15,7 +15,7 @@ from sessions.models import Message
 from sessions.services import session_start
 from tests.conftest import wait_for
 from tests.support import celery_processes
-from tools import dispatcher, effects
+from tools import dispatcher, effects, effects_batch
 from tools.dispatcher import DISPATCHER, EffectDispatcher
 from tools.effects import tool_calls_apply_claimed, tool_calls_claim_new, tool_calls_unclaim
 from tools.models import ToolCall
@@ -138,6 +138,8 @@ def test_a_call_gone_between_its_claim_and_its_apply_takes_only_itself_down(work
 
 
 def test_a_database_lost_mid_batch_gives_the_rest_back_and_loses_nothing(workspace, monkeypatch):
+    """Calls applied one by one (each in its own transaction): what was applied stays applied."""
+    monkeypatch.setattr(effects_batch, "batchable_calls", lambda ids: {})
     ids = new_calls(workspace, 3, notify=False)
     real = effects.tool_call_apply
 
@@ -158,6 +160,26 @@ def test_a_database_lost_mid_batch_gives_the_rest_back_and_loses_nothing(workspa
     assert all_applied(ids)
     posted = sorted(Message.objects.filter(tool_call_id__in=ids).values_list("tool_call_id", flat=True))
     assert posted == ids
+
+
+def test_a_database_lost_under_calls_applied_together_gives_them_all_back(workspace, monkeypatch):
+    """Web posts applied together (tools/effects_batch.py), one transaction: none of them stays."""
+    ids = new_calls(workspace, 3, notify=False)
+
+    def lost(platform_ids):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(effects_batch, "_calls_mark_applied", lost)
+    one = EffectDispatcher()
+    with DISPATCHER.held():
+        with pytest.raises(OperationalError):
+            one.drain()
+        assert not Message.objects.filter(tool_call_id__in=ids).exists()
+        monkeypatch.undo()
+        assert one.drain() == 3  # all given back, then claimed and applied
+    assert all_applied(ids)
+    posted = sorted(Message.objects.filter(tool_call_id__in=ids).values_list("tool_call_id", flat=True))
+    assert posted == ids  # once each: the second attempts asked the platform first
 
 
 def test_two_dispatchers_draining_at_once_apply_each_call_once(workspace, own_dispatchers):
