@@ -1,6 +1,7 @@
 """One ASGI app: Django (views, admin), the MCP servers at /mcp and /mcp/nanoclaw, websockets at /ws/,
 and preview hosts (calvin/previews/proxy.py) before any of them."""
 
+import asyncio
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "calvin.settings")
@@ -17,7 +18,14 @@ def _close_request_connections(**kwargs):
     """Under ASGI, Django runs each request's synchronous code in a thread of its own: a connection
     kept for CONN_MAX_AGE outlived its thread, one per request, until PostgreSQL refused new
     clients (bench/api.py at 20 clients). Closed as the request ends; the MCP tools' and the
-    workers' threads live on and keep theirs. A test's transaction (an atomic block) is left be."""
+    workers' threads live on and keep theirs. A test's transaction (an atomic block) is left be,
+    and so is an event loop's thread (Django's test client ends a streamed body there; no
+    request's thread is)."""
+    try:
+        asyncio.get_running_loop()
+        return
+    except RuntimeError:
+        pass
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
             connection.close()

@@ -73,10 +73,22 @@ def batchable_calls(ids: list[int]) -> dict[int, Batchable]:
             adapter = chat_adapter_for(thread)
         except (KeyError, TypeError, AttributeError, ChatPermanentError):
             continue  # the one-by-one path fails it, in its own words
-        if hasattr(adapter, "deliver_many"):
+        if _delivers_together(type(adapter), method[call.id]):
             post = BatchPost(tool_call_id=call.id, thread=thread, method=method[call.id], arguments=arguments)
             found[call.id] = Batchable(call=call, post=post, adapter=type(adapter))
     return found
+
+
+def _defined_by(cls: type, name: str) -> type | None:
+    return next((owner for owner in cls.__mro__ if name in vars(owner)), None)
+
+
+def _delivers_together(adapter: type, method: str) -> bool:
+    """Whether the adapter's `deliver_many` does what its `method` would: both come from the same
+    class. A subclass that adds to a post (Slack's adapter stores the message as the web
+    channel does, then queues it for Slack) is applied one by one, or its posts would never leave."""
+    owner = _defined_by(adapter, "deliver_many")
+    return owner is not None and owner is _defined_by(adapter, method)
 
 
 def batch_runs(ids: list[int], batchable: dict[int, Batchable]) -> list[list[int]]:

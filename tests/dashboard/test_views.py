@@ -8,6 +8,7 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
+import calvin.asgi  # noqa: F401  (its request_finished receiver, connected as under uvicorn, whatever ran before)
 from sessions.models import Message, Session, Thread, Turn
 from sessions.services import session_start
 from tests.dashboard.conftest import PNG_1X1

@@ -158,3 +158,13 @@ def test_one_call_alone_takes_the_one_by_one_path(agent, monkeypatch):
         call_id = post_card(agent, "alone")
         claim_and_apply()
     assert statuses([call_id]) == ["applied"]
+
+
+def test_an_adapter_that_adds_to_the_web_channels_posts_is_applied_one_by_one():
+    """Slack's adapter stores the message as the web channel does, then queues it for Slack: the
+    web channel's deliver_many would store it and never send it."""
+    from calvin.chat.slack.adapter import SlackChannel
+
+    for method in ("post_card", "upload_file", "post_message"):
+        assert effects_batch._delivers_together(WebChannel, method)
+        assert not effects_batch._delivers_together(SlackChannel, method)
